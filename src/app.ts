@@ -1,0 +1,79 @@
+// createApp wires the registry, repositories and service endpoints into a polka app.
+// It never listens and holds no module-level state: main.ts and the tests own the server.
+import type { RequestListener } from 'node:http';
+import type { Logger } from 'pino';
+import polka, { type Polka, type Request } from 'polka';
+import type { Config } from './config.js';
+import type { DatabaseHandle } from './db/client.js';
+import { MIGRATIONS_FOLDER, migrationStatus } from './db/migrate.js';
+import * as defaultSchema from './db/schema.js';
+import { ApiError, toProblem } from './errors.js';
+import { sendJson, sendProblem } from './http.js';
+import { createRegistry, type Registry } from './resources.js';
+import { createResourceEndpoints, type Endpoint, type Exchange, toRequestHandler } from './router.js';
+
+export interface AppOptions {
+  database: DatabaseHandle;
+  config: Config;
+  logger: Logger;
+  /** The schema module to serve; the shipped pet shop by default. */
+  schema?: Record<string, unknown>;
+  /** Where this code's migrations live (for /readyz); the committed folder by default. */
+  migrationsFolder?: string;
+}
+
+export interface App {
+  polka: Polka;
+  registry: Registry;
+  /** The (req, res) listener to hand to http.createServer. */
+  handler: RequestListener;
+}
+
+const SERVICE_METHODS = ['GET', 'HEAD', 'OPTIONS'] as const;
+
+function serviceEndpoint(path: string, get: Endpoint['handlers']['GET']): Endpoint {
+  const pattern = new RegExp(`^${path === '/' ? '/' : `${path.replace(/\./g, '\\.')}/?`}$`);
+  return { path, pattern, methods: SERVICE_METHODS, handlers: { GET: get } };
+}
+
+/** Why the service cannot serve yet, or undefined when it can. */
+function notReadyReason(database: DatabaseHandle, migrationsFolder: string): string | undefined {
+  if (!database.sqlite.open) return 'the database is closed';
+  const { pending } = migrationStatus(database, migrationsFolder);
+  return pending.length > 0 ? `${pending.length} migration(s) pending: ${pending.join(', ')}` : undefined;
+}
+
+/** Builds the HTTP application for one open, migrated database. */
+export function createApp({ database, config, logger, schema = defaultSchema, migrationsFolder = MIGRATIONS_FOLDER }: AppOptions): App {
+  const registry = createRegistry(schema);
+  const services: Endpoint[] = [
+    serviceEndpoint('/', ({ res }) =>
+      sendJson(res, 200, {
+        resources: registry.resources.map((r) => ({ name: r.name, href: `/${r.name}` })),
+        links: { health: '/healthz', ready: '/readyz' },
+      }),
+    ),
+    serviceEndpoint('/healthz', ({ res }) => sendJson(res, 200, { status: 'ok' })),
+    serviceEndpoint('/readyz', ({ res }) => {
+      const reason = notReadyReason(database, migrationsFolder);
+      if (reason) throw new ApiError('unavailable', `Not ready: ${reason}.`);
+      sendJson(res, 200, { status: 'ready' });
+    }),
+  ];
+  const endpoints = [...services, ...createResourceEndpoints(registry, database.db, config)];
+
+  const onError = (error: unknown, req: Request, res: Exchange['res']) => {
+    const problem = toProblem(error, req.path ?? req.url);
+    if (problem.unexpected) logger.error({ err: error, method: req.method, url: req.url }, 'request failed');
+    sendProblem(res, problem);
+  };
+  const app = polka({
+    onError: onError as never,
+    onNoMatch: (req, res) => onError(new ApiError('notFound', `Nothing is served at ${req.path}.`), req, res),
+  });
+  for (const endpoint of endpoints) {
+    const handle = toRequestHandler(endpoint);
+    app.all(endpoint.pattern, (req, res) => handle({ req, res }));
+  }
+  return { polka: app, registry, handler: (req, res) => void app.handler(req as Request, res, undefined as never) };
+}

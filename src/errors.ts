@@ -1,0 +1,87 @@
+// The typed error every layer throws, and its single mapping to an HTTP status and RFC 9457 body.
+// Nothing else decides an error status; anything that is not an ApiError becomes a generic 500.
+import { STATUS_CODES } from 'node:http';
+
+/** Why a request failed, independent of HTTP; STATUS below is the one mapping to a status code. */
+export type ErrorCode =
+  | 'badRequest'
+  | 'notFound'
+  | 'methodNotAllowed'
+  | 'conflict'
+  | 'payloadTooLarge'
+  | 'unsupportedMediaType'
+  | 'unprocessable'
+  | 'unavailable'
+  | 'internal';
+
+const STATUS: Record<ErrorCode, number> = {
+  badRequest: 400,
+  notFound: 404,
+  methodNotAllowed: 405,
+  conflict: 409,
+  payloadTooLarge: 413,
+  unsupportedMediaType: 415,
+  unprocessable: 422,
+  unavailable: 503,
+  internal: 500,
+};
+
+/** One failed field of a request body or query: where, and what is wrong with it. */
+export interface FieldError {
+  path: string;
+  message: string;
+}
+
+export interface ApiErrorOptions {
+  errors?: FieldError[];
+  headers?: Record<string, string>;
+  cause?: unknown;
+}
+
+/** An expected failure: its message is safe to show to clients and becomes the problem's `detail`. */
+export class ApiError extends Error {
+  override name = 'ApiError';
+  readonly code: ErrorCode;
+  readonly errors?: FieldError[];
+  readonly headers: Record<string, string>;
+
+  constructor(code: ErrorCode, message: string, options: ApiErrorOptions = {}) {
+    super(message, { cause: options.cause });
+    this.code = code;
+    this.errors = options.errors;
+    this.headers = options.headers ?? {};
+  }
+}
+
+/** An RFC 9457 problem details object. @see https://www.rfc-editor.org/rfc/rfc9457#section-3 */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  instance: string;
+  errors?: FieldError[];
+}
+
+export interface ProblemResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: Problem;
+  /** True when the error was not expected: the caller must log it with its cause. */
+  unexpected: boolean;
+}
+
+/** Turns anything thrown while handling a request into the response that describes it. */
+export function toProblem(error: unknown, instance: string): ProblemResponse {
+  const known = error instanceof ApiError;
+  const status = known ? STATUS[error.code] : 500;
+  const body: Problem = {
+    type: 'about:blank',
+    title: STATUS_CODES[status] ?? 'Error',
+    status,
+    detail: known ? error.message : 'The server failed to handle this request; the failure has been logged.',
+    instance,
+  };
+  if (known && error.errors) body.errors = error.errors;
+  return { status, headers: known ? error.headers : {}, body, unexpected: !known };
+}

@@ -1,0 +1,97 @@
+// Request and response plumbing shared by every handler: reading a JSON body within the size
+// limit, and writing JSON, problem and empty responses. It knows HTTP, never the database.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import contentType from 'content-type';
+import getRawBody from 'raw-body';
+import { ApiError, type ProblemResponse } from './errors.js';
+
+/** Reads the whole body as a string, refusing it (413) as soon as it passes `limit` bytes. */
+async function readText(req: IncomingMessage, limit: number): Promise<string> {
+  try {
+    return await getRawBody(req, { limit, encoding: 'utf8' });
+  } catch (error) {
+    const type = (error as { type?: string }).type;
+    if (type === 'entity.too.large') {
+      throw new ApiError('payloadTooLarge', `The request body is larger than ${limit} bytes.`, {
+        headers: { Connection: 'close' },
+      });
+    }
+    if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
+      throw new ApiError('unsupportedMediaType', 'The request body must be UTF-8 encoded JSON.');
+    }
+    if (type === 'request.aborted') throw new ApiError('badRequest', 'The request body was cut off.', { cause: error });
+    throw new ApiError('badRequest', 'The request body could not be read.', { cause: error });
+  }
+}
+
+/** The header that tells a client which media types a method accepts. @see https://www.rfc-editor.org/rfc/rfc5789#section-3.1 */
+const ADVERTISE: Record<string, string> = { POST: 'Accept-Post', PATCH: 'Accept-Patch' };
+
+/** Parses a Content-Type header; undefined when it is missing or malformed. */
+function mediaTypeOf(req: IncomingMessage): { type: string; charset?: string } | undefined {
+  const header = req.headers['content-type'];
+  if (!header) return undefined;
+  try {
+    const parsed = contentType.parse(header);
+    return { type: parsed.type, charset: parsed.parameters.charset };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Reads a JSON request body whose media type is one of `accepted`.
+ * @throws 415 for another or no media type, 413 past `limit`, 400 for malformed JSON
+ * @see https://www.rfc-editor.org/rfc/rfc9110#section-15.5.16
+ */
+export async function readJson(req: IncomingMessage, limit: number, accepted: readonly string[]): Promise<unknown> {
+  const media = mediaTypeOf(req);
+  if (!media || !accepted.includes(media.type) || (media.charset && media.charset.toLowerCase() !== 'utf-8')) {
+    throw new ApiError('unsupportedMediaType', `The request body must be ${accepted.join(' or ')} (UTF-8).`, {
+      headers: ADVERTISE[req.method ?? ''] ? { [ADVERTISE[req.method ?? ''] as string]: accepted.join(', ') } : {},
+    });
+  }
+  const declared = Number(req.headers['content-length']);
+  if (declared > limit) {
+    throw new ApiError('payloadTooLarge', `The request body is larger than ${limit} bytes.`, { headers: { Connection: 'close' } });
+  }
+  const text = await readText(req, limit);
+  if (text.trim() === '') throw new ApiError('badRequest', 'The request body is empty; a JSON document is required.');
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new ApiError('badRequest', `The request body is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+/** Sends `value` as JSON with an exact Content-Length (so HEAD answers carry it too). */
+export function sendJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
+  const body = JSON.stringify(value);
+  res.writeHead(status, {
+    ...headers,
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Length': Buffer.byteLength(body),
+  });
+  res.end(body);
+}
+
+/** Sends a response without a body (204, or 405/OPTIONS answers). */
+export function sendEmpty(res: ServerResponse, status: number, headers: Record<string, string> = {}): void {
+  res.writeHead(status, headers);
+  res.end();
+}
+
+/** Sends an RFC 9457 problem as application/problem+json. */
+export function sendProblem(res: ServerResponse, problem: ProblemResponse): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const body = JSON.stringify(problem.body);
+  res.writeHead(problem.status, {
+    ...problem.headers,
+    'Content-Type': 'application/problem+json; charset=utf-8',
+    'Content-Length': Buffer.byteLength(body),
+  });
+  res.end(body);
+}

@@ -1,0 +1,125 @@
+// Turns the registry's routes into request handlers: resolve the target (404), pick the method
+// (405 + Allow, OPTIONS), then parse → repository → send. No SQL and no per-table code here.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Config } from './config.js';
+import type { Db } from './db/client.js';
+import { ApiError } from './errors.js';
+import { readJson, sendEmpty, sendJson } from './http.js';
+import { createRepository, type Id, notFound, type Repository } from './repository.js';
+import type { Method, Registry, Resource, Route } from './resources.js';
+import { type Row, toCreateRow } from './validation.js';
+
+/** What a handler gets: the request, its response, and the element or parent the path names. */
+export interface Exchange {
+  req: IncomingMessage & { params: Record<string, string>; query: Record<string, unknown>; path: string };
+  res: ServerResponse;
+  /** The key from the path, parsed to the key's type (element and related routes). */
+  id?: Id;
+  /** The element (element routes) or the parent (related routes) the path names. */
+  target?: Row;
+}
+
+export type Handler = (exchange: Exchange) => void | Promise<void>;
+
+/** A path the service answers: its methods and a handler per method (HEAD uses GET's). */
+export interface Endpoint {
+  path: string;
+  pattern: RegExp;
+  methods: readonly Method[];
+  handlers: Partial<Record<Method, Handler>>;
+  /** Resolves the target named by the path, or throws 404; runs for every method. */
+  resolve?: (params: Record<string, string>) => { id: Id; target: Row };
+  /** Query parameter names this endpoint accepts, per method; any other is a 400. */
+  acceptsQuery?: (method: string) => boolean;
+}
+
+const DEFAULT_PAGE = 100;
+const JSON_BODY = ['application/json'] as const;
+const MERGE_PATCH_BODY = ['application/merge-patch+json', 'application/json'] as const;
+
+function rejectQuery({ req }: Exchange, accepts: boolean): void {
+  const names = Object.keys(req.query);
+  if (names.length > 0 && !accepts) {
+    throw new ApiError('badRequest', `Unknown query parameter "${names[0]}".`, {
+      errors: names.map((name) => ({ path: name, message: 'is not a query parameter of this path' })),
+    });
+  }
+}
+
+/** The request handler for one endpoint: target, then method, then the method's handler. */
+export function toRequestHandler(endpoint: Endpoint): Handler {
+  const allow = endpoint.methods.join(', ');
+  return async (exchange) => {
+    const { req, res } = exchange;
+    const resolved = endpoint.resolve?.(exchange.req.params);
+    const method = req.method as Method;
+    if (method === 'OPTIONS') return sendEmpty(res, 204, { Allow: allow });
+    const handler = endpoint.methods.includes(method) ? endpoint.handlers[method === 'HEAD' ? 'GET' : method] : undefined;
+    if (!handler) {
+      throw new ApiError('methodNotAllowed', `${req.method} is not allowed on ${endpoint.path}; use ${allow}.`, {
+        headers: { Allow: allow },
+      });
+    }
+    rejectQuery(exchange, endpoint.acceptsQuery?.(method === 'HEAD' ? 'GET' : method) ?? false);
+    await handler({ ...exchange, ...resolved });
+  };
+}
+
+function locationOf(resource: Resource, row: Row): string {
+  return `/${resource.name}/${encodeURIComponent(String(row[resource.primaryKey.key]))}`;
+}
+
+/** Builds one endpoint per registry route, with a repository per resource kind. */
+export function createResourceEndpoints(registry: Registry, db: Db, config: Config): Endpoint[] {
+  const repositories = new Map<Resource, Repository>(registry.resources.map((r) => [r, createRepository(db, r)]));
+  const repo = (resource: Resource) => repositories.get(resource) as Repository;
+
+  const resolver = (owner: Resource) => (params: Record<string, string>) => {
+    const id = owner.parseId(params.id ?? '');
+    const target = id === undefined ? undefined : repo(owner).get(id);
+    if (id === undefined || !target) throw notFound(owner, params.id);
+    return { id, target };
+  };
+  const body = (req: IncomingMessage, accepted: readonly string[]) => readJson(req, config.maxBodyBytes, accepted);
+  const created = (res: ServerResponse, resource: Resource, row: Row) => sendJson(res, 201, row, { Location: locationOf(resource, row) });
+
+  return registry.routes.map((route: Route): Endpoint => {
+    const { resource, relation } = route;
+    const repository = repo(resource);
+    const base = { path: route.path, pattern: route.pattern, methods: route.methods };
+    if (route.kind === 'collection') {
+      return {
+        ...base,
+        handlers: {
+          GET: ({ res }) => sendJson(res, 200, repository.list({ limit: DEFAULT_PAGE })),
+          POST: async ({ req, res }) => created(res, resource, repository.create(toCreateRow(resource, await body(req, JSON_BODY)))),
+        },
+      };
+    }
+    if (route.kind === 'element') {
+      return {
+        ...base,
+        resolve: resolver(resource),
+        handlers: {
+          GET: ({ res, target }) => sendJson(res, 200, target),
+          PUT: async ({ req, res, id }) => sendJson(res, 200, repository.replace(id as Id, await body(req, JSON_BODY))),
+          PATCH: async ({ req, res, id }) => sendJson(res, 200, repository.patch(id as Id, await body(req, MERGE_PATCH_BODY))),
+          DELETE: ({ res, id }) => {
+            repository.remove(id as Id);
+            sendEmpty(res, 204);
+          },
+        },
+      };
+    }
+    const { parent, field } = relation as NonNullable<Route['relation']>;
+    return {
+      ...base,
+      resolve: resolver(parent),
+      handlers: {
+        GET: ({ res, id }) => sendJson(res, 200, repository.list({ where: { field, value: id }, limit: DEFAULT_PAGE })),
+        POST: async ({ req, res, id }) =>
+          created(res, resource, repository.create(toCreateRow(resource, await body(req, JSON_BODY), { [field]: id }))),
+      },
+    };
+  });
+}

@@ -1,0 +1,68 @@
+// The real entry points as processes: data survives a restart, SIGTERM/SIGINT stop cleanly with
+// exit 0, a bad configuration stops start-up with one line and exit 1, and `migrate` reports.
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { ROOT, request, runService, spawnService, tempDir } from './helpers.js';
+
+const test = suite('process');
+
+test('data survives a restart; SIGTERM and SIGINT end the process with exit code 0', async () => {
+  const temp = tempDir();
+  const env = { DATABASE_PATH: join(temp.dir, 'data', 'app.db') };
+  try {
+    const first = await spawnService(env);
+    const made = await request(first.url, 'POST', '/users', { body: { name: 'Kept', email: 'kept@example.com' } });
+    assert.is(made.status, 201);
+    first.child.kill('SIGTERM');
+    assert.is(await first.exited, 0);
+
+    const second = await spawnService(env);
+    const read = await request(second.url, 'GET', made.headers.get('location') as string);
+    assert.is(read.status, 200);
+    assert.equal(read.body, made.body);
+    second.child.kill('SIGINT');
+    assert.is(await second.exited, 0);
+    assert.match(second.output(), /database is up to date/);
+  } finally {
+    temp.remove();
+  }
+});
+
+test('bad configuration stops start-up with one clear line and exit code 1', async () => {
+  for (const [name, value] of [
+    ['PORT', 'eighty'],
+    ['PORT', '70000'],
+    ['MAX_BODY_BYTES', '0'],
+    ['LOG_LEVEL', 'loud'],
+    ['AUTH_TOKEN', 'secret'],
+  ] as const) {
+    const { code, output } = await runService({ [name]: value, DATABASE_PATH: ':memory:' });
+    assert.is(code, 1, `${name}=${value}`);
+    const lines = output.trim().split('\n');
+    assert.is(lines.length, 1, output);
+    assert.match(lines[0] as string, new RegExp(`^restable: ${name}`));
+    assert.not.match(output, /secret/);
+  }
+});
+
+test('`npm run migrate` applies pending migrations and says which, then finds nothing to do', async () => {
+  const temp = tempDir();
+  const run = () =>
+    promisify(execFile)(process.execPath, ['--import', 'tsx', join(ROOT, 'src/cli/migrate.ts')], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, DATABASE_PATH: join(temp.dir, 'm.db') },
+    });
+  try {
+    const first = await run();
+    assert.match(first.stdout, /applied 1 migration\(s\):\n {2}0000_pet_shop/);
+    const second = await run();
+    assert.match(second.stdout, /up to date, nothing to apply/);
+  } finally {
+    temp.remove();
+  }
+});
+
+test.run();

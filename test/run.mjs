@@ -1,0 +1,21 @@
+// Runs every uvu suite in test/ (TypeScript through tsx) and ends the output with one summary
+// line of passed and failed counts, which CI reads; the exit code is uvu's.
+import { spawn } from 'node:child_process';
+import { stripVTControlCharacters } from 'node:util';
+
+const uvu = spawn(process.execPath, ['--import', 'tsx', 'node_modules/uvu/bin.js', 'test', '\\.test\\.ts$', ...process.argv.slice(2)], {
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
+let output = '';
+uvu.stdout.on('data', (chunk) => {
+  output += chunk;
+  process.stdout.write(chunk);
+});
+uvu.on('exit', (code) => {
+  const plain = stripVTControlCharacters(output);
+  const count = (label) => Number(new RegExp(`${label}:\\s+(\\d+)`).exec(plain)?.[1] ?? 0);
+  const [total, passed, skipped] = [count('Total'), count('Passed'), count('Skipped')];
+  const failed = total - passed - skipped;
+  console.log(`\ntests: ${passed} passed, ${failed} failed, ${skipped} skipped (${total} total)`);
+  process.exit(code || (failed > 0 || total === 0 ? 1 : 0));
+});

@@ -1,0 +1,157 @@
+// The schema is the single source of routes: migrations match it, apply idempotently, and a table
+// added to a schema (with its migration) is served with no router code; bad schemas fail at start.
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { generateSQLiteDrizzleJson, generateSQLiteMigration } from 'drizzle-kit/api';
+import { relations } from 'drizzle-orm';
+import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { closeDatabase, openDatabase } from '../src/db/client.js';
+import { applyMigrations, MIGRATIONS_FOLDER, migrationStatus } from '../src/db/migrate.js';
+import * as petShop from '../src/db/schema.js';
+import { createRegistry, RegistryError } from '../src/resources.js';
+import { startService, tempDir } from './helpers.js';
+
+const migrations = suite('migrations');
+
+/** The snapshot drizzle-kit wrote with the newest committed migration. */
+function latestSnapshot() {
+  const meta = join(MIGRATIONS_FOLDER, 'meta');
+  const newest = readdirSync(meta)
+    .filter((f) => f.endsWith('_snapshot.json'))
+    .sort()
+    .at(-1) as string;
+  return JSON.parse(readFileSync(join(meta, newest), 'utf8'));
+}
+
+migrations('src/db/schema.ts and migrations/ have not drifted apart', async () => {
+  const current = await generateSQLiteDrizzleJson(petShop as Record<string, unknown>);
+  const statements = await generateSQLiteMigration(latestSnapshot(), current);
+  assert.equal(statements, [], 'run `npm run db:generate -- --name <what_changed>` and commit migrations/');
+});
+
+migrations('apply to an empty file, then again: the second run applies nothing', () => {
+  const temp = tempDir();
+  const database = openDatabase(join(temp.dir, 'fresh.db'));
+  try {
+    const first = applyMigrations(database);
+    assert.ok(first.length > 0);
+    assert.equal(applyMigrations(database), []);
+    assert.equal(migrationStatus(database), { applied: first, pending: [] });
+    const tables = database.sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
+    assert.ok(['orders', 'pets', 'users'].every((t) => tables.includes(t)));
+  } finally {
+    closeDatabase(database);
+    temp.remove();
+  }
+});
+
+migrations('the database is opened with WAL, foreign keys and a busy timeout', () => {
+  const temp = tempDir();
+  const database = openDatabase(join(temp.dir, 'sub/dir/new.db'));
+  try {
+    assert.is(database.sqlite.pragma('journal_mode', { simple: true }), 'wal');
+    assert.is(database.sqlite.pragma('foreign_keys', { simple: true }), 1);
+    assert.ok((database.sqlite.pragma('busy_timeout', { simple: true }) as number) > 0);
+  } finally {
+    closeDatabase(database);
+    temp.remove();
+  }
+});
+
+migrations.run();
+
+const registry = suite('registry from the schema');
+
+const tags = sqliteTable('tags', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  label: text('label').notNull(),
+  petId: integer('pet_id').references(() => petShop.pets.id, { onDelete: 'cascade' }),
+  createdAt: text('created_at')
+    .notNull()
+    .$defaultFn(() => new Date().toISOString()),
+  updatedAt: text('updated_at')
+    .notNull()
+    .$defaultFn(() => new Date().toISOString())
+    .$onUpdateFn(() => new Date().toISOString()),
+});
+
+registry('a table that exists only in this test is served once it has a migration', async () => {
+  const extended = { ...petShop, tags };
+  const statements = await generateSQLiteMigration(
+    await generateSQLiteDrizzleJson(petShop as Record<string, unknown>),
+    await generateSQLiteDrizzleJson(extended as Record<string, unknown>),
+  );
+  const service = await startService({ schema: extended, prepare: ({ sqlite }) => sqlite.exec(statements.join(';\n')) });
+  try {
+    const pet = await service.request('POST', '/pets', { body: { name: 'Rex', species: 'dog' } });
+    const tag = await service.request('POST', `/pets/${pet.body.id}/tags`, { body: { label: 'good boy' } });
+    assert.is(tag.status, 201);
+    assert.is(tag.headers.get('location'), `/tags/${tag.body.id}`);
+    assert.is(tag.body.petId, pet.body.id);
+    assert.equal((await service.request('GET', '/tags')).body, [tag.body]);
+    assert.is((await service.request('PATCH', `/tags/${tag.body.id}`, { body: { label: 'best' } })).body.label, 'best');
+    assert.is((await service.request('PUT', '/tags', { body: {} })).headers.get('allow'), 'GET, HEAD, POST, OPTIONS');
+    assert.ok((await service.request('GET', '/')).body.resources.some((r: { name: string }) => r.name === 'tags'));
+    assert.is((await service.request('DELETE', `/pets/${pet.body.id}`)).status, 204);
+    assert.is((await service.request('GET', `/tags/${tag.body.id}`)).status, 404);
+  } finally {
+    await service.close();
+  }
+});
+
+const transfers = sqliteTable('transfers', {
+  id: integer('id').primaryKey(),
+  fromId: integer('from_id')
+    .notNull()
+    .references(() => petShop.users.id),
+  toId: integer('to_id')
+    .notNull()
+    .references(() => petShop.users.id),
+});
+
+registry('two unnamed foreign keys to one parent are a start-up error', () => {
+  assert.throws(
+    () => createRegistry({ users: petShop.users, transfers }),
+    (e: Error) => e instanceof RegistryError && /2 foreign keys to "users"/.test(e.message),
+  );
+});
+
+registry('related paths named with drizzle relations() are served under those names', () => {
+  const usersRelations = relations(petShop.users, ({ many }) => ({
+    sent: many(transfers, { relationName: 'sender' }),
+    received: many(transfers, { relationName: 'receiver' }),
+  }));
+  const transfersRelations = relations(transfers, ({ one }) => ({
+    sender: one(petShop.users, { fields: [transfers.fromId], references: [petShop.users.id], relationName: 'sender' }),
+    receiver: one(petShop.users, { fields: [transfers.toId], references: [petShop.users.id], relationName: 'receiver' }),
+  }));
+  const { routes } = createRegistry({ users: petShop.users, transfers, usersRelations, transfersRelations });
+  const related = routes.filter((r) => r.kind === 'related').map((r) => [r.path, r.relation?.field]);
+  assert.equal(related, [
+    ['/users/{id}/sent', 'fromId'],
+    ['/users/{id}/received', 'toId'],
+  ]);
+});
+
+registry('a table named like a service path, or two routes on one path, are start-up errors', () => {
+  const healthz = sqliteTable('healthz', { id: integer('id').primaryKey() });
+  assert.throws(() => createRegistry({ healthz }), /collides with the service path \/healthz/);
+  const a = sqliteTable('a', { id: integer('id').primaryKey() });
+  const b = sqliteTable('b', { id: integer('id').primaryKey(), aId: integer('a_id').references(() => a.id) });
+  const c = sqliteTable('c', { id: integer('id').primaryKey(), aId: integer('a_id').references(() => a.id) });
+  const aRelations = relations(a, ({ many }) => ({ items: many(b, { relationName: 'ab' }), things: many(c, { relationName: 'ac' }) }));
+  const bRelations = relations(b, ({ one }) => ({ a: one(a, { fields: [b.aId], references: [a.id], relationName: 'ab' }) }));
+  const cRelations = relations(c, ({ one }) => ({ a: one(a, { fields: [c.aId], references: [a.id], relationName: 'ac' }) }));
+  assert.ok(createRegistry({ a, b, c, aRelations, bRelations, cRelations }));
+  const clash = relations(a, ({ many }) => ({ b: many(c, { relationName: 'ac' }) }));
+  assert.throws(() => createRegistry({ a, b, c, clash, cRelations }), /two routes would both be \/a\/\{id\}\/b;/);
+});
+
+registry('a table without a single primary key cannot be a resource', () => {
+  const keyless = sqliteTable('keyless', { name: text('name') });
+  assert.throws(() => createRegistry({ keyless }), /exactly one primary-key column/);
+});
+
+registry.run();
