@@ -1,21 +1,31 @@
 // Data access for one resource kind: list / get / create / replace / patch / remove over drizzle.
 // It maps SQLite's constraint errors to ApiErrors (once, here) and knows nothing of HTTP.
-import { asc, eq, getTableColumns, type SQL, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, or, type SQL, sql } from 'drizzle-orm';
+import type { SQLiteColumn } from 'drizzle-orm/sqlite-core';
 import type { Db } from './db/client.js';
 import { ApiError } from './errors.js';
-import type { Resource } from './resources.js';
+import type { Filter, ListQuery, SortKey } from './query.js';
+import { type Field, type Resource, SERVER_MANAGED_FIELDS } from './resources.js';
 import { type Row, toPatchedRow, toReplacementRow } from './validation.js';
 
 export type Id = number | string;
 
-export interface ListOptions {
-  /** Only rows whose `field` equals `value` (a related list). */
-  where?: { field: string; value: unknown };
-  limit: number;
+/** Rows whose `field` equals `value`: the children of a related path. */
+export interface Scope {
+  field: string;
+  value: unknown;
+}
+
+export interface Page {
+  rows: Row[];
+  /** True when rows follow the last one of this page. */
+  more: boolean;
+  /** Rows matching the filters on all pages, when the query asked for a count. */
+  total?: number;
 }
 
 export interface Repository {
-  list(options: ListOptions): Row[];
+  list(query: ListQuery, scope?: Scope): Page;
   get(id: Id): Row | undefined;
   create(row: Row): Row;
   replace(id: Id, body: unknown): Row;
@@ -50,11 +60,72 @@ function constrainedFields(resource: Resource, message: string): string[] {
   return columns.map((c) => resource.fieldOfColumn.get(c.trim().split('.')[1] ?? '') ?? '').filter(Boolean);
 }
 
+/** One filter as SQL; values are always bound parameters. `ne` is null-safe (IS NOT). */
+function toCondition({ field: { column }, op, value }: Filter): SQL | undefined {
+  switch (op) {
+    case 'eq':
+      return eq(column, value);
+    case 'ne':
+      return sql`${column} IS NOT ${sql.param(value, column)}`;
+    case 'gt':
+      return gt(column, value);
+    case 'gte':
+      return gte(column, value);
+    case 'lt':
+      return lt(column, value);
+    case 'lte':
+      return lte(column, value);
+    case 'in':
+      return inArray(column, value as unknown[]);
+    case 'contains':
+      return sql`instr(${column}, ${value}) > 0`;
+    case 'startsWith':
+      return sql`substr(${column}, 1, length(${value})) = ${value}`;
+    case 'null':
+      return value ? isNull(column) : isNotNull(column);
+  }
+}
+
+/** Rows strictly after `value` in the key's order (SQLite sorts NULL first ascending, last descending). */
+function strictlyAfter({ field: { column }, descending }: SortKey, value: unknown): SQL | undefined {
+  if (value === null) return descending ? sql`0` : isNotNull(column);
+  return descending ? or(lt(column, value), isNull(column)) : gt(column, value);
+}
+
+/**
+ * The keyset predicate "after the cursor row" for a total order: a row-value comparison when it
+ * can use an index (one direction, no NULLs), else the expanded OR of prefixes.
+ */
+function afterCursor(sort: SortKey[], values: unknown[]): SQL | undefined {
+  const first = sort[0] as SortKey;
+  const simple = sort.every((k, i) => k.descending === first.descending && values[i] !== null);
+  if (simple) {
+    const columns = sql.join(
+      sort.map((k) => sql`${k.field.column}`),
+      sql`, `,
+    );
+    const params = sql.join(
+      sort.map((k, i) => sql.param(values[i], k.field.column)),
+      sql`, `,
+    );
+    return first.descending ? sql`(${columns}) < (${params})` : sql`(${columns}) > (${params})`;
+  }
+  const sameUpTo = (i: number) => sort.slice(0, i).map((k, j) => sql`${k.field.column} IS ${sql.param(values[j], k.field.column)}`);
+  return or(...sort.map((key, i) => and(...sameUpTo(i), strictlyAfter(key, values[i]))));
+}
+
 export function createRepository(db: Db, resource: Resource): Repository {
   const { table } = resource;
-  const columns = getTableColumns(table);
   const pk = resource.primaryKey.column;
   const writable = resource.fields.filter((f) => !f.readOnly);
+  const stampedOnCreate = resource.fields.filter((f) => (SERVER_MANAGED_FIELDS as readonly string[]).includes(f.key));
+  const stampedOnUpdate = stampedOnCreate.filter((f) => f.key === 'updatedAt');
+
+  /** Server-managed timestamps from one clock reading, so createdAt = updatedAt on create. */
+  function stamps(fields: Field[]): Row {
+    const now = new Date();
+    return Object.fromEntries(fields.map(({ key, column }) => [key, column.dataType === 'date' ? now : now.toISOString()]));
+  }
 
   const byId = db
     .select()
@@ -133,20 +204,40 @@ export function createRepository(db: Db, resource: Resource): Repository {
       if (!current) throw notFound(resource, id);
       const row = withDefaults(toRow(current));
       checkReferences(row);
-      return db.update(table).set(row).where(eq(pk, id)).returning().get() as Row;
+      return db
+        .update(table)
+        .set({ ...row, ...stamps(stampedOnUpdate) })
+        .where(eq(pk, id))
+        .returning()
+        .get() as Row;
     });
   }
 
   return {
-    list({ where, limit }) {
-      const condition: SQL | undefined = where ? eq(columns[where.field] as typeof pk, where.value) : undefined;
-      return db.select().from(table).where(condition).orderBy(asc(pk)).limit(limit).all();
+    list(query, scope) {
+      const column = (key: string) => resource.fields.find((f) => f.key === key)?.column as SQLiteColumn;
+      const filters = and(...query.filters.map(toCondition), scope && eq(column(scope.field), scope.value));
+      const position = query.after && afterCursor(query.sort, query.after);
+      const order = query.sort.map(({ field, descending }) => (descending ? desc(field.column) : asc(field.column)));
+      const rows = db
+        .select()
+        .from(table)
+        .where(and(filters, position))
+        .orderBy(...order)
+        .limit(query.limit + 1)
+        .all();
+      const total = query.count ? (db.select({ n: count() }).from(table).where(filters).get()?.n ?? 0) : undefined;
+      return { rows: rows.slice(0, query.limit), more: rows.length > query.limit, total };
     },
     get: (id) => byId.get({ id }),
     create(row) {
       return write('write', () => {
         checkReferences(row);
-        return db.insert(table).values(row).returning().get() as Row;
+        return db
+          .insert(table)
+          .values({ ...row, ...stamps(stampedOnCreate) })
+          .returning()
+          .get() as Row;
       });
     },
     replace: (id, body) => update(id, (current) => toReplacementRow(resource, body, current)),

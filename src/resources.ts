@@ -122,6 +122,7 @@ function toResource(table: SQLiteTable): Resource {
   const serverAssigned = new Set(integerKey || pkColumn.hasDefault ? readOnly : serverManaged);
 
   const fields = Object.entries(columns).map(([key, column]) => ({ key, column, readOnly: readOnly.has(key) }));
+  const primaryKey = fields.find((f) => f.key === pkKey) as Field;
   const insert = createInsertSchema(table) as unknown as z.ZodObject;
   const omit = (keys: Set<string>) =>
     insert.omit(Object.fromEntries([...keys].map((k) => [k, true])) as Record<string, true> & Record<number, never>).strict();
@@ -130,7 +131,7 @@ function toResource(table: SQLiteTable): Resource {
     name,
     table,
     fields,
-    primaryKey: { key: pkKey, column: pkColumn, readOnly: true },
+    primaryKey,
     parseId: integerKey ? parseIntegerId : parseTextId,
     serverAssigned,
     createSchema: omit(serverAssigned),

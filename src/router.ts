@@ -5,7 +5,8 @@ import type { Config } from './config.js';
 import type { Db } from './db/client.js';
 import { ApiError } from './errors.js';
 import { readJson, sendEmpty, sendJson } from './http.js';
-import { createRepository, type Id, notFound, type Repository } from './repository.js';
+import { encodeCursor, parseListQuery, type RawQuery } from './query.js';
+import { createRepository, type Id, notFound, type Page, type Repository, type Scope } from './repository.js';
 import type { Method, Registry, Resource, Route } from './resources.js';
 import { type Row, toCreateRow } from './validation.js';
 
@@ -33,9 +34,11 @@ export interface Endpoint {
   acceptsQuery?: (method: string) => boolean;
 }
 
-const DEFAULT_PAGE = 100;
 const JSON_BODY = ['application/json'] as const;
 const MERGE_PATCH_BODY = ['application/merge-patch+json', 'application/json'] as const;
+
+/** Lists take the query language of API.md §5 on GET (and HEAD); other methods take none. */
+const listsOnGet = (method: string) => method === 'GET';
 
 function rejectQuery({ req }: Exchange, accepts: boolean): void {
   const names = Object.keys(req.query);
@@ -65,6 +68,27 @@ export function toRequestHandler(endpoint: Endpoint): Handler {
   };
 }
 
+/**
+ * Answers one page of a list: the rows, `Link: <…>; rel="next"` while more follow (RFC 8288),
+ * and `X-Total-Count` when asked for.
+ */
+function sendPage({ req, res }: Exchange, repository: Repository, resource: Resource, scope?: Scope): void {
+  const query = parseListQuery(resource, req.query as RawQuery, scope ? `${scope.field}=${scope.value}` : '');
+  const page: Page = repository.list(query, scope);
+  const headers: Record<string, string> = {};
+  const last = page.rows.at(-1);
+  if (page.more && last) {
+    const params = new URLSearchParams();
+    for (const [name, value] of Object.entries(req.query as RawQuery)) {
+      if (name !== 'cursor') for (const v of [value ?? ''].flat()) params.append(name, v);
+    }
+    params.set('cursor', encodeCursor(query, last));
+    headers.Link = `<${req.path}?${params}>; rel="next"`;
+  }
+  if (page.total !== undefined) headers['X-Total-Count'] = String(page.total);
+  sendJson(res, 200, page.rows, headers);
+}
+
 function locationOf(resource: Resource, row: Row): string {
   return `/${resource.name}/${encodeURIComponent(String(row[resource.primaryKey.key]))}`;
 }
@@ -90,8 +114,9 @@ export function createResourceEndpoints(registry: Registry, db: Db, config: Conf
     if (route.kind === 'collection') {
       return {
         ...base,
+        acceptsQuery: listsOnGet,
         handlers: {
-          GET: ({ res }) => sendJson(res, 200, repository.list({ limit: DEFAULT_PAGE })),
+          GET: (exchange) => sendPage(exchange, repository, resource),
           POST: async ({ req, res }) => created(res, resource, repository.create(toCreateRow(resource, await body(req, JSON_BODY)))),
         },
       };
@@ -114,9 +139,10 @@ export function createResourceEndpoints(registry: Registry, db: Db, config: Conf
     const { parent, field } = relation as NonNullable<Route['relation']>;
     return {
       ...base,
+      acceptsQuery: listsOnGet,
       resolve: resolver(parent),
       handlers: {
-        GET: ({ res, id }) => sendJson(res, 200, repository.list({ where: { field, value: id }, limit: DEFAULT_PAGE })),
+        GET: (exchange) => sendPage(exchange, repository, resource, { field, value: exchange.id }),
         POST: async ({ req, res, id }) =>
           created(res, resource, repository.create(toCreateRow(resource, await body(req, JSON_BODY), { [field]: id }))),
       },

@@ -60,6 +60,29 @@ migrations('the database is opened with WAL, foreign keys and a busy timeout', (
   }
 });
 
+migrations('every foreign-key column is indexed, and related lists use the index', () => {
+  const temp = tempDir();
+  const database = openDatabase(join(temp.dir, 'idx.db'));
+  try {
+    applyMigrations(database);
+    for (const resource of createRegistry(petShop).resources) {
+      for (const fk of resource.foreignKeys) {
+        const column = resource.fields.find((f) => f.key === fk.field)?.column.name as string;
+        const indexes = database.sqlite.pragma(`index_list(${resource.name})`) as { name: string }[];
+        const leading = indexes.map((i) => (database.sqlite.pragma(`index_info(${i.name})`) as { name: string }[])[0]?.name);
+        assert.ok(leading.includes(column), `${resource.name}.${column} has no index`);
+        const plan = database.sqlite
+          .prepare(`EXPLAIN QUERY PLAN SELECT * FROM ${resource.name} WHERE ${column} = ? ORDER BY id LIMIT 101`)
+          .all(1);
+        assert.match(JSON.stringify(plan), /USING (COVERING )?INDEX/, `${resource.name}.${column}`);
+      }
+    }
+  } finally {
+    closeDatabase(database);
+    temp.remove();
+  }
+});
+
 migrations.run();
 
 const registry = suite('registry from the schema');
