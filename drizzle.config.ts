@@ -3,7 +3,7 @@ import { defineConfig } from 'drizzle-kit';
 
 export default defineConfig({
   dialect: 'sqlite',
-  schema: './src/db/schema.ts',
+  schema: ['./src/db/schema.ts', './src/db/internal-schema.ts'],
   out: './migrations',
   dbCredentials: { url: process.env.DATABASE_PATH ?? 'data/app.db' },
 });

@@ -8,7 +8,9 @@ import type { DatabaseHandle } from './db/client.js';
 import { MIGRATIONS_FOLDER, migrationStatus } from './db/migrate.js';
 import * as defaultSchema from './db/schema.js';
 import { ApiError, toProblem } from './errors.js';
+import { createGuards } from './guards.js';
 import { sendJson, sendProblem } from './http.js';
+import { createIdempotencyStore } from './idempotency.js';
 import { createRegistry, type Registry } from './resources.js';
 import { createResourceEndpoints, type Endpoint, type Exchange, toRequestHandler } from './router.js';
 
@@ -27,7 +29,15 @@ export interface App {
   registry: Registry;
   /** The (req, res) listener to hand to http.createServer. */
   handler: RequestListener;
+  /** Deletes expired idempotency keys in batches; runs on a timer, exposed for tests. */
+  purgeExpiredKeys: () => number;
+  /** Stops the app's timers (the database stays open: its owner closes it). */
+  close: () => void;
 }
+
+/** How often expired Idempotency-Keys are purged, and how many per batch (a batch is a short write). */
+const PURGE_EVERY_MS = 10 * 60 * 1000;
+const PURGE_BATCH = 500;
 
 const SERVICE_METHODS = ['GET', 'HEAD', 'OPTIONS'] as const;
 
@@ -60,20 +70,41 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
       sendJson(res, 200, { status: 'ready' });
     }),
   ];
-  const endpoints = [...services, ...createResourceEndpoints(registry, database.db, config)];
+  const idempotency = createIdempotencyStore(database.db);
+  const endpoints = [...services, ...createResourceEndpoints(registry, database.db, config, idempotency)];
 
   const onError = (error: unknown, req: Request, res: Exchange['res']) => {
     const problem = toProblem(error, req.path ?? req.url);
-    if (problem.unexpected) logger.error({ err: error, method: req.method, url: req.url }, 'request failed');
+    if (problem.unexpected)
+      logger.error({ err: error, requestId: (req as { id?: string }).id, method: req.method, url: req.url }, 'request failed');
     sendProblem(res, problem);
   };
   const app = polka({
     onError: onError as never,
     onNoMatch: (req, res) => onError(new ApiError('notFound', `Nothing is served at ${req.path}.`), req, res),
   });
+  app.use(...(createGuards(config) as never[]));
   for (const endpoint of endpoints) {
     const handle = toRequestHandler(endpoint);
     app.all(endpoint.pattern, (req, res) => handle({ req, res }));
   }
-  return { polka: app, registry, handler: (req, res) => void app.handler(req as Request, res, undefined as never) };
+
+  /** Purges every expired key, a batch at a time, yielding to requests between batches. */
+  const purgeAll = () => {
+    if (!database.sqlite.open) return;
+    try {
+      if (idempotency.purgeExpired(PURGE_BATCH) === PURGE_BATCH) setImmediate(purgeAll);
+    } catch (error) {
+      logger.warn({ err: error }, 'purging expired idempotency keys failed; will retry');
+    }
+  };
+  const timer = setInterval(purgeAll, PURGE_EVERY_MS).unref();
+
+  return {
+    polka: app,
+    registry,
+    handler: (req, res) => void app.handler(req as Request, res, undefined as never),
+    purgeExpiredKeys: () => idempotency.purgeExpired(PURGE_BATCH),
+    close: () => clearInterval(timer),
+  };
 }

@@ -4,15 +4,33 @@ import { z } from 'zod';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
-/** Variables that are reserved by the contract but whose feature has not landed yet. */
-const NOT_YET_SUPPORTED = ['AUTH_TOKEN', 'AUTH_READ_TOKEN', 'CORS_ORIGINS'] as const;
-
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce
   .number()
   .int()
   .min(1)
   .max(2 ** 31 - 1);
+const token = z
+  .string()
+  .regex(/^[\x21-\x7e]{16,}$/, 'at least 16 visible ASCII characters')
+  .optional();
+const ORIGIN = /^https?:\/\/[a-z0-9.-]+(:\d{1,5})?$/i;
+const origins = z
+  .string()
+  .optional()
+  .transform((raw, ctx) => {
+    if (raw === undefined) return undefined;
+    if (raw.trim() === '*') return '*' as const;
+    const list = raw
+      .split(',')
+      .map((o) => o.trim())
+      .filter(Boolean);
+    if (list.length === 0 || !list.every((o) => ORIGIN.test(o))) {
+      ctx.addIssue({ code: 'custom', message: 'not an origin list' });
+      return z.NEVER;
+    }
+    return list.map((o) => o.toLowerCase());
+  });
 
 /** Every variable: its name, default, documentation and parser. The README table mirrors this. */
 export const VARIABLES = {
@@ -31,6 +49,31 @@ export const VARIABLES = {
     schema: positiveInt,
   },
   logLevel: { env: 'LOG_LEVEL', default: 'info', doc: `one of ${LOG_LEVELS.join(', ')}`, schema: z.enum(LOG_LEVELS) },
+  authToken: {
+    env: 'AUTH_TOKEN',
+    default: undefined,
+    doc: 'bearer token for every request but /healthz and /readyz (at least 16 visible ASCII characters); unset: no authentication',
+    schema: token,
+  },
+  authReadToken: {
+    env: 'AUTH_READ_TOKEN',
+    default: undefined,
+    doc: 'a second bearer token limited to GET, HEAD and OPTIONS (needs AUTH_TOKEN)',
+    schema: token,
+  },
+  corsOrigins: {
+    env: 'CORS_ORIGINS',
+    default: undefined,
+    doc: '"*" or a comma-separated list of origins such as https://app.example.com; unset: no CORS headers',
+    schema: origins,
+  },
+  headersTimeoutMs: {
+    env: 'HEADERS_TIMEOUT_MS',
+    default: '10000',
+    doc: 'time a client has to send all request headers (slow-loris guard)',
+    schema: positiveInt,
+  },
+  requestTimeoutMs: { env: 'REQUEST_TIMEOUT_MS', default: '30000', doc: 'time a client has to send a whole request', schema: positiveInt },
 } as const;
 
 type Variables = typeof VARIABLES;
@@ -46,19 +89,20 @@ export class ConfigError extends Error {
  * @throws {ConfigError} on the first bad or unsupported value
  */
 export function parseConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  for (const name of NOT_YET_SUPPORTED) {
-    if (env[name] !== undefined) {
-      throw new ConfigError(`${name} is reserved for a feature this version does not have yet; unset it to start`);
-    }
-  }
   const config: Record<string, unknown> = {};
   for (const [key, variable] of Object.entries(VARIABLES)) {
     const raw = env[variable.env] === undefined || env[variable.env] === '' ? variable.default : env[variable.env];
     const result = variable.schema.safeParse(raw);
     if (!result.success) {
-      throw new ConfigError(`${variable.env}=${JSON.stringify(raw)} is invalid: expected ${variable.doc}`);
+      const shown = variable.env.startsWith('AUTH_') ? '(hidden)' : JSON.stringify(raw);
+      throw new ConfigError(`${variable.env}=${shown} is invalid: expected ${variable.doc}`);
     }
     config[key] = result.data;
   }
-  return config as Config;
+  const parsed = config as Config;
+  if (parsed.authReadToken && !parsed.authToken) throw new ConfigError('AUTH_READ_TOKEN is set without AUTH_TOKEN; set both or neither');
+  if (parsed.authReadToken && parsed.authReadToken === parsed.authToken)
+    throw new ConfigError('AUTH_READ_TOKEN must differ from AUTH_TOKEN');
+  if (parsed.headersTimeoutMs > parsed.requestTimeoutMs) throw new ConfigError('HEADERS_TIMEOUT_MS must not exceed REQUEST_TIMEOUT_MS');
+  return parsed;
 }

@@ -5,9 +5,13 @@ import { STATUS_CODES } from 'node:http';
 /** Why a request failed, independent of HTTP; STATUS below is the one mapping to a status code. */
 export type ErrorCode =
   | 'badRequest'
+  | 'unauthorized'
+  | 'forbidden'
   | 'notFound'
   | 'methodNotAllowed'
+  | 'notAcceptable'
   | 'conflict'
+  | 'preconditionFailed'
   | 'payloadTooLarge'
   | 'unsupportedMediaType'
   | 'unprocessable'
@@ -16,9 +20,13 @@ export type ErrorCode =
 
 const STATUS: Record<ErrorCode, number> = {
   badRequest: 400,
+  unauthorized: 401,
+  forbidden: 403,
   notFound: 404,
   methodNotAllowed: 405,
+  notAcceptable: 406,
   conflict: 409,
+  preconditionFailed: 412,
   payloadTooLarge: 413,
   unsupportedMediaType: 415,
   unprocessable: 422,

@@ -2,7 +2,9 @@
 // limit, and writing JSON, problem and empty responses. It knows HTTP, never the database.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import contentType from 'content-type';
+import Negotiator from 'negotiator';
 import getRawBody from 'raw-body';
+import { etagOf } from './conditional.js';
 import { ApiError, type ProblemResponse } from './errors.js';
 
 /** Reads the whole body as a string, refusing it (413) as soon as it passes `limit` bytes. */
@@ -64,15 +66,44 @@ export async function readJson(req: IncomingMessage, limit: number, accepted: re
   }
 }
 
-/** Sends `value` as JSON with an exact Content-Length (so HEAD answers carry it too). */
-export function sendJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
-  const body = JSON.stringify(value);
+/** A complete JSON response, ready to send or to store for an idempotent replay. */
+export interface JsonResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+export function jsonResponse(status: number, value: unknown, headers: Record<string, string> = {}): JsonResponse {
+  return { status, headers, body: JSON.stringify(value) };
+}
+
+/** A JSON response for one element, with the strong ETag of exactly these bytes. */
+export function elementResponse(status: number, row: unknown, headers: Record<string, string> = {}): JsonResponse {
+  const body = JSON.stringify(row);
+  return { status, headers: { ...headers, ETag: etagOf(body) }, body };
+}
+
+/** Sends a JSON response with an exact Content-Length (so HEAD answers carry it too). */
+export function send(res: ServerResponse, { status, headers, body }: JsonResponse, extra: Record<string, string> = {}): void {
   res.writeHead(status, {
     ...headers,
+    ...extra,
     'Content-Type': 'application/json; charset=utf-8',
     'Content-Length': Buffer.byteLength(body),
   });
   res.end(body);
+}
+
+export function sendJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
+  send(res, jsonResponse(status, value, headers));
+}
+
+/**
+ * Whether the request's Accept header allows a JSON answer (no header allows anything).
+ * @see https://www.rfc-editor.org/rfc/rfc9110#section-12.5.1
+ */
+export function acceptsJson(req: IncomingMessage): boolean {
+  return new Negotiator(req).mediaType(['application/json']) !== undefined;
 }
 
 /** Sends a response without a body (204, or 405/OPTIONS answers). */

@@ -1,12 +1,12 @@
 // Boot only: config → open db → migrate → create app → listen; and a clean stop on SIGINT/SIGTERM.
 // Any start-up failure prints one line and exits 1; nothing else in src/ calls process.exit.
-import { createServer } from 'node:http';
 import { createApp } from './app.js';
 import { ConfigError, parseConfig } from './config.js';
 import { closeDatabase, openDatabase } from './db/client.js';
 import { applyMigrations } from './db/migrate.js';
 import { createLogger } from './logger.js';
 import { RegistryError } from './resources.js';
+import { createHttpServer } from './server.js';
 
 /** How long in-flight requests may take to finish after a stop signal. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -22,7 +22,7 @@ function start(): void {
   );
 
   const app = createApp({ database, config, logger });
-  const server = createServer(app.handler);
+  const server = createHttpServer(app.handler, config);
   server.listen(config.port, config.host, () => {
     const address = server.address();
     const where = typeof address === 'object' && address ? `http://${config.host}:${address.port}` : String(address);
@@ -37,6 +37,7 @@ function start(): void {
     const force = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
     server.close(() => {
       clearTimeout(force);
+      app.close();
       closeDatabase(database);
       logger.info('stopped');
       process.exitCode = 0;

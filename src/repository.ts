@@ -24,13 +24,16 @@ export interface Page {
   total?: number;
 }
 
+/** Runs against the current row inside the write transaction; throws to stop the write (e.g. a 412). */
+export type Check = (current: Row) => void;
+
 export interface Repository {
   list(query: ListQuery, scope?: Scope): Page;
   get(id: Id): Row | undefined;
   create(row: Row): Row;
-  replace(id: Id, body: unknown): Row;
-  patch(id: Id, patch: unknown): Row;
-  remove(id: Id): void;
+  replace(id: Id, body: unknown, check?: Check): Row;
+  patch(id: Id, patch: unknown, check?: Check): Row;
+  remove(id: Id, check?: Check): void;
 }
 
 /** The better-sqlite3 error under drizzle's DrizzleQueryError wrapper, if any. */
@@ -198,11 +201,17 @@ export function createRepository(db: Db, resource: Resource): Repository {
     return full;
   }
 
-  function update(id: Id, toRow: (current: Row) => Row): Row {
+  /** The current row, checked, inside a write transaction; 404 when it is gone. */
+  function current(id: Id, check?: Check): Row {
+    const row = byId.get({ id });
+    if (!row) throw notFound(resource, id);
+    check?.(row);
+    return row;
+  }
+
+  function update(id: Id, toRow: (current: Row) => Row, check?: Check): Row {
     return write('write', () => {
-      const current = byId.get({ id });
-      if (!current) throw notFound(resource, id);
-      const row = withDefaults(toRow(current));
+      const row = withDefaults(toRow(current(id, check)));
       checkReferences(row);
       return db
         .update(table)
@@ -240,12 +249,12 @@ export function createRepository(db: Db, resource: Resource): Repository {
           .get() as Row;
       });
     },
-    replace: (id, body) => update(id, (current) => toReplacementRow(resource, body, current)),
-    patch: (id, patch) => update(id, (current) => toPatchedRow(resource, patch, current)),
-    remove(id) {
+    replace: (id, body, check) => update(id, (row) => toReplacementRow(resource, body, row), check),
+    patch: (id, patch, check) => update(id, (row) => toPatchedRow(resource, patch, row), check),
+    remove(id, check) {
       write('remove', () => {
-        const { changes } = db.delete(table).where(eq(pk, id)).run();
-        if (changes === 0) throw notFound(resource, id);
+        current(id, check);
+        db.delete(table).where(eq(pk, id)).run();
       });
     },
   };

@@ -1,12 +1,14 @@
 // Turns the registry's routes into request handlers: resolve the target (404), pick the method
 // (405 + Allow, OPTIONS), then parse → repository → send. No SQL and no per-table code here.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { etagOfRow, evaluatePreconditions } from './conditional.js';
 import type { Config } from './config.js';
 import type { Db } from './db/client.js';
 import { ApiError } from './errors.js';
-import { readJson, sendEmpty, sendJson } from './http.js';
+import { acceptsJson, elementResponse, type JsonResponse, readJson, send, sendEmpty, sendJson } from './http.js';
+import { fingerprintOf, type IdempotencyStore, parseIdempotencyKey } from './idempotency.js';
 import { encodeCursor, parseListQuery, type RawQuery } from './query.js';
-import { createRepository, type Id, notFound, type Page, type Repository, type Scope } from './repository.js';
+import { type Check, createRepository, type Id, notFound, type Page, type Repository, type Scope } from './repository.js';
 import type { Method, Registry, Resource, Route } from './resources.js';
 import { type Row, toCreateRow } from './validation.js';
 
@@ -63,6 +65,9 @@ export function toRequestHandler(endpoint: Endpoint): Handler {
         headers: { Allow: allow },
       });
     }
+    if (method !== 'DELETE' && !acceptsJson(req)) {
+      throw new ApiError('notAcceptable', 'This path only answers application/json; the Accept header rules it out.');
+    }
     rejectQuery(exchange, endpoint.acceptsQuery?.(method === 'HEAD' ? 'GET' : method) ?? false);
     await handler({ ...exchange, ...resolved });
   };
@@ -93,8 +98,23 @@ function locationOf(resource: Resource, row: Row): string {
   return `/${resource.name}/${encodeURIComponent(String(row[resource.primaryKey.key]))}`;
 }
 
+/** The If-Match / If-None-Match check of a write, run on the current row inside its transaction. */
+function preconditions({ req }: Exchange): Check {
+  return (current) => void evaluatePreconditions(req.method as string, req.headers, etagOfRow(current));
+}
+
+/** Answers GET/HEAD on an element: 304 when If-None-Match matches, else the element with its ETag. */
+function sendElement({ req, res }: Exchange, row: Row): void {
+  const response = elementResponse(200, row);
+  if (evaluatePreconditions(req.method as string, req.headers, response.headers.ETag as string) === 'notModified') {
+    sendEmpty(res, 304, { ETag: response.headers.ETag as string });
+  } else {
+    send(res, response);
+  }
+}
+
 /** Builds one endpoint per registry route, with a repository per resource kind. */
-export function createResourceEndpoints(registry: Registry, db: Db, config: Config): Endpoint[] {
+export function createResourceEndpoints(registry: Registry, db: Db, config: Config, idempotency: IdempotencyStore): Endpoint[] {
   const repositories = new Map<Resource, Repository>(registry.resources.map((r) => [r, createRepository(db, r)]));
   const repo = (resource: Resource) => repositories.get(resource) as Repository;
 
@@ -105,7 +125,19 @@ export function createResourceEndpoints(registry: Registry, db: Db, config: Conf
     return { id, target };
   };
   const body = (req: IncomingMessage, accepted: readonly string[]) => readJson(req, config.maxBodyBytes, accepted);
-  const created = (res: ServerResponse, resource: Resource, row: Row) => sendJson(res, 201, row, { Location: locationOf(resource, row) });
+
+  /** POST: validate and create, once per Idempotency-Key when the client sends one (API.md §6). */
+  const create = async ({ req, res }: Exchange, resource: Resource, fixed?: Row) => {
+    const key = parseIdempotencyKey(req.headers['idempotency-key']);
+    const input = await body(req, JSON_BODY);
+    const produce = (): JsonResponse => {
+      const row = repo(resource).create(toCreateRow(resource, input, fixed));
+      return elementResponse(201, row, { Location: locationOf(resource, row) });
+    };
+    if (key === undefined) return send(res, produce());
+    const { response, replayed } = idempotency.once(key, fingerprintOf('POST', req.path, input), produce);
+    send(res, response, replayed ? { 'Idempotent-Replayed': 'true' } : {});
+  };
 
   return registry.routes.map((route: Route): Endpoint => {
     const { resource, relation } = route;
@@ -117,7 +149,7 @@ export function createResourceEndpoints(registry: Registry, db: Db, config: Conf
         acceptsQuery: listsOnGet,
         handlers: {
           GET: (exchange) => sendPage(exchange, repository, resource),
-          POST: async ({ req, res }) => created(res, resource, repository.create(toCreateRow(resource, await body(req, JSON_BODY)))),
+          POST: (exchange) => create(exchange, resource),
         },
       };
     }
@@ -126,12 +158,18 @@ export function createResourceEndpoints(registry: Registry, db: Db, config: Conf
         ...base,
         resolve: resolver(resource),
         handlers: {
-          GET: ({ res, target }) => sendJson(res, 200, target),
-          PUT: async ({ req, res, id }) => sendJson(res, 200, repository.replace(id as Id, await body(req, JSON_BODY))),
-          PATCH: async ({ req, res, id }) => sendJson(res, 200, repository.patch(id as Id, await body(req, MERGE_PATCH_BODY))),
-          DELETE: ({ res, id }) => {
-            repository.remove(id as Id);
-            sendEmpty(res, 204);
+          GET: (exchange) => sendElement(exchange, exchange.target as Row),
+          PUT: async (exchange) => {
+            const input = await body(exchange.req, JSON_BODY);
+            send(exchange.res, elementResponse(200, repository.replace(exchange.id as Id, input, preconditions(exchange))));
+          },
+          PATCH: async (exchange) => {
+            const input = await body(exchange.req, MERGE_PATCH_BODY);
+            send(exchange.res, elementResponse(200, repository.patch(exchange.id as Id, input, preconditions(exchange))));
+          },
+          DELETE: (exchange) => {
+            repository.remove(exchange.id as Id, preconditions(exchange));
+            sendEmpty(exchange.res, 204);
           },
         },
       };
@@ -143,8 +181,7 @@ export function createResourceEndpoints(registry: Registry, db: Db, config: Conf
       resolve: resolver(parent),
       handlers: {
         GET: (exchange) => sendPage(exchange, repository, resource, { field, value: exchange.id }),
-        POST: async ({ req, res, id }) =>
-          created(res, resource, repository.create(toCreateRow(resource, await body(req, JSON_BODY), { [field]: id }))),
+        POST: (exchange) => create(exchange, resource, { [field]: exchange.id }),
       },
     };
   });

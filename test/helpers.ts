@@ -2,16 +2,17 @@
 // or spawn the real entry point as a process. No database is mocked anywhere.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino, { type Logger } from 'pino';
-import { createApp } from '../src/app.js';
+import { type App, createApp } from '../src/app.js';
 import { type Config, parseConfig } from '../src/config.js';
 import { closeDatabase, type DatabaseHandle, openDatabase } from '../src/db/client.js';
 import { applyMigrations } from '../src/db/migrate.js';
+import { createHttpServer } from '../src/server.js';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -57,6 +58,7 @@ export async function request(base: string, method: string, path: string, option
 
 export interface Service {
   url: string;
+  app: App;
   database: DatabaseHandle;
   config: Config;
   /** Log lines the service wrote (parsed pino JSON). */
@@ -82,11 +84,12 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
   applyMigrations(database);
   options.prepare?.(database);
   const app = createApp({ database, config, logger, schema: options.schema });
-  const server: Server = createServer(app.handler);
+  const server: Server = createHttpServer(app.handler, config);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
     url,
+    app,
     database,
     config,
     logs,
@@ -94,6 +97,7 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
     close: async () => {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
+      app.close();
       closeDatabase(database);
       temp.remove();
     },

@@ -57,7 +57,7 @@ test('`npm run migrate` applies pending migrations and says which, then finds no
     });
   try {
     const first = await run();
-    assert.match(first.stdout, /applied 1 migration\(s\):\n {2}0000_pet_shop/);
+    assert.match(first.stdout, /applied 2 migration\(s\):\n {2}0000_pet_shop\n {2}0001_idempotency_keys/);
     const second = await run();
     assert.match(second.stdout, /up to date, nothing to apply/);
   } finally {

@@ -8,6 +8,7 @@ import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { closeDatabase, openDatabase } from '../src/db/client.js';
+import * as internal from '../src/db/internal-schema.js';
 import { applyMigrations, MIGRATIONS_FOLDER, migrationStatus } from '../src/db/migrate.js';
 import * as petShop from '../src/db/schema.js';
 import { createRegistry, RegistryError } from '../src/resources.js';
@@ -25,8 +26,8 @@ function latestSnapshot() {
   return JSON.parse(readFileSync(join(meta, newest), 'utf8'));
 }
 
-migrations('src/db/schema.ts and migrations/ have not drifted apart', async () => {
-  const current = await generateSQLiteDrizzleJson(petShop as Record<string, unknown>);
+migrations('the schemas (resources and internal) and migrations/ have not drifted apart', async () => {
+  const current = await generateSQLiteDrizzleJson({ ...petShop, ...internal } as Record<string, unknown>);
   const statements = await generateSQLiteMigration(latestSnapshot(), current);
   assert.equal(statements, [], 'run `npm run db:generate -- --name <what_changed>` and commit migrations/');
 });

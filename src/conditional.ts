@@ -1,0 +1,52 @@
+// Pure conditional-request rules: the strong ETag of a representation and the evaluation of
+// If-Match / If-None-Match (RFC 9110 §13). It decides; the router and repository act on it.
+import { createHash } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+import { ApiError } from './errors.js';
+
+/** A strong entity tag for a JSON body: a hash of its exact bytes, so any change changes it. */
+export function etagOf(body: string): string {
+  return `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
+}
+
+/** The ETag of a row as element responses serialize it. */
+export function etagOfRow(row: unknown): string {
+  return etagOf(JSON.stringify(row));
+}
+
+interface TagList {
+  any: boolean;
+  tags: { weak: boolean; opaque: string }[];
+}
+
+/** Parses `*` or a list of entity tags; undefined when the header is absent. @see RFC 9110 §8.8.3 */
+function parseTags(header: string | undefined): TagList | undefined {
+  if (header === undefined) return undefined;
+  if (header.trim() === '*') return { any: true, tags: [] };
+  const tags = [...header.matchAll(/(W\/)?("[\x21\x23-\x7e\x80-\xff]*")/g)].map((m) => ({ weak: Boolean(m[1]), opaque: m[2] as string }));
+  return { any: false, tags };
+}
+
+export type Outcome = 'proceed' | 'notModified';
+
+/**
+ * Evaluates the preconditions of a request against the target's current ETag.
+ * If-Match uses the strong comparison, If-None-Match the weak one.
+ * @returns 'notModified' when a GET/HEAD may answer 304
+ * @throws {ApiError} 412 when a precondition fails
+ * @see https://www.rfc-editor.org/rfc/rfc9110#section-13.2.2
+ */
+export function evaluatePreconditions(method: string, headers: IncomingHttpHeaders, etag: string): Outcome {
+  const ifMatch = parseTags(headers['if-match']);
+  if (ifMatch && !ifMatch.any && !ifMatch.tags.some((t) => !t.weak && t.opaque === etag)) {
+    throw new ApiError('preconditionFailed', 'If-Match does not match the current ETag; fetch the element again.', {
+      headers: { ETag: etag },
+    });
+  }
+  const ifNoneMatch = parseTags(headers['if-none-match']);
+  if (ifNoneMatch && (ifNoneMatch.any || ifNoneMatch.tags.some((t) => t.opaque === etag))) {
+    if (method === 'GET' || method === 'HEAD') return 'notModified';
+    throw new ApiError('preconditionFailed', 'If-None-Match matches the current ETag.', { headers: { ETag: etag } });
+  }
+  return 'proceed';
+}
