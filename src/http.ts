@@ -103,7 +103,7 @@ export function sendJson(res: ServerResponse, status: number, value: unknown, he
  * @see https://www.rfc-editor.org/rfc/rfc9110#section-12.5.1
  */
 export function acceptsJson(req: IncomingMessage): boolean {
-  return new Negotiator(req).mediaType(['application/json']) !== undefined;
+  return new Negotiator(req).mediaType(['application/json', 'application/json; charset=utf-8']) !== undefined;
 }
 
 /** Sends a response without a body (204, or 405/OPTIONS answers). */

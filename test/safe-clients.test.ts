@@ -1,0 +1,429 @@
+// Safe clients (API.md §6 and the 401/403/406 rows of §4): ETags and preconditions, Idempotency-Key,
+// content negotiation, bearer tokens, CORS, and request hardening, each over real HTTP.
+
+import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { petSample, userSample } from './fixtures.js';
+import { type Service, startService } from './helpers.js';
+
+type Ctx = { service: Service };
+function withService(name: string, env?: Record<string, string>) {
+  const test = suite<Ctx>(name);
+  test.before(async (ctx) => {
+    ctx.service = await startService({ env });
+  });
+  test.after(async ({ service }) => service.close());
+  return test;
+}
+
+// 1. ETags and conditional requests
+const etags = withService('ETags and preconditions');
+
+etags('every element response carries the same strong ETag for the same state', async ({ service }) => {
+  const made = await service.request('POST', '/users', { body: userSample() });
+  const etag = made.headers.get('etag') as string;
+  assert.match(etag, /^"[A-Za-z0-9_-]+"$/);
+  const path = made.headers.get('location') as string;
+  assert.is((await service.request('GET', path)).headers.get('etag'), etag);
+  assert.is((await service.request('HEAD', path)).headers.get('etag'), etag);
+  const put = await service.request('PUT', path, { body: made.body });
+  assert.ok(put.headers.get('etag'));
+  assert.is((await service.request('GET', path)).headers.get('etag'), put.headers.get('etag'));
+});
+
+etags('the ETag changes with every change, even two writes in the same millisecond', async ({ service }) => {
+  const made = await service.request('POST', '/users', { body: userSample() });
+  const path = made.headers.get('location') as string;
+  const seen = new Set([made.headers.get('etag')]);
+  const writes = await Promise.all(['a', 'b', 'c', 'd'].map((name) => service.request('PATCH', path, { body: { name } })));
+  for (const reply of writes) seen.add(reply.headers.get('etag'));
+  assert.is(seen.size, 5);
+});
+
+etags('If-None-Match on GET and HEAD answers 304 with the ETag and no body', async ({ service }) => {
+  const made = await service.request('POST', '/users', { body: userSample() });
+  const path = made.headers.get('location') as string;
+  const etag = made.headers.get('etag') as string;
+  for (const value of [etag, `"other", ${etag}`, `W/${etag}`, '*']) {
+    for (const method of ['GET', 'HEAD']) {
+      const reply = await service.request(method, path, { headers: { 'if-none-match': value } });
+      assert.is(reply.status, 304, `${method} ${value}`);
+      assert.is(reply.headers.get('etag'), etag);
+      assert.is(reply.text, '');
+    }
+  }
+  assert.is((await service.request('GET', path, { headers: { 'if-none-match': '"stale"' } })).status, 200);
+});
+
+etags('If-Match on PUT, PATCH and DELETE: 412 on mismatch, and nothing changes', async ({ service }) => {
+  const made = await service.request('POST', '/users', { body: userSample() });
+  const path = made.headers.get('location') as string;
+  const etag = made.headers.get('etag') as string;
+  for (const [method, body] of [
+    ['PUT', { ...made.body, name: 'X' }],
+    ['PATCH', { name: 'X' }],
+    ['DELETE', undefined],
+  ] as const) {
+    for (const value of ['"stale"', `W/${etag}`, 'garbage']) {
+      const reply = await service.request(method, path, { body, headers: { 'if-match': value } });
+      assert.is(reply.status, 412, `${method} If-Match: ${value}`);
+      assert.match(reply.headers.get('content-type') ?? '', /^application\/problem\+json/);
+      assert.is(reply.headers.get('etag'), etag);
+    }
+  }
+  assert.equal((await service.request('GET', path)).body, made.body);
+});
+
+etags('If-Match with the current ETag, or *, lets the write through', async ({ service }) => {
+  const made = await service.request('POST', '/users', { body: userSample() });
+  const path = made.headers.get('location') as string;
+  const patched = await service.request('PATCH', path, {
+    body: { name: 'Y' },
+    headers: { 'if-match': made.headers.get('etag') as string },
+  });
+  assert.is(patched.status, 200);
+  const put = await service.request('PUT', path, { body: patched.body, headers: { 'if-match': `"nope", ${patched.headers.get('etag')}` } });
+  assert.is(put.status, 200);
+  assert.is((await service.request('DELETE', path, { headers: { 'if-match': '*' } })).status, 204);
+  assert.is((await service.request('DELETE', path, { headers: { 'if-match': '*' } })).status, 404);
+});
+
+etags('If-None-Match: * on a write to an existing element is a 412', async ({ service }) => {
+  const made = await service.request('POST', '/users', { body: userSample() });
+  const reply = await service.request('PUT', made.headers.get('location') as string, {
+    body: made.body,
+    headers: { 'if-none-match': '*' },
+  });
+  assert.is(reply.status, 412);
+});
+
+etags('two clients racing with the same ETag: exactly one wins', async ({ service }) => {
+  for (let round = 0; round < 5; round++) {
+    const made = await service.request('POST', '/users', { body: userSample() });
+    const path = made.headers.get('location') as string;
+    const etag = made.headers.get('etag') as string;
+    const replies = await Promise.all(
+      ['first', 'second', 'third'].map((name) => service.request('PATCH', path, { body: { name }, headers: { 'if-match': etag } })),
+    );
+    assert.equal(replies.map((r) => r.status).sort(), [200, 412, 412]);
+    const winner = replies.find((r) => r.status === 200);
+    assert.equal((await service.request('GET', path)).body, winner?.body);
+  }
+});
+
+etags.run();
+
+// 2. Idempotency-Key
+const keys = withService('Idempotency-Key');
+const count = async (service: Service, path: string) =>
+  Number((await service.request('GET', `${path}?count=true&limit=1`)).headers.get('x-total-count'));
+
+keys('a retry with the same key and body replays the first response and creates nothing', async ({ service }) => {
+  const body = userSample();
+  const first = await service.request('POST', '/users', { body, headers: { 'idempotency-key': 'retry-1' } });
+  assert.is(first.status, 201);
+  assert.is(first.headers.get('idempotent-replayed'), null);
+  const before = await count(service, '/users');
+  const reordered = Object.fromEntries(Object.entries(body).reverse());
+  const retry = await service.request('POST', '/users/', { body: reordered, headers: { 'idempotency-key': 'retry-1' } });
+  assert.is(retry.status, 201);
+  assert.is(retry.text, first.text);
+  assert.is(retry.headers.get('location'), first.headers.get('location'));
+  assert.is(retry.headers.get('etag'), first.headers.get('etag'));
+  assert.is(retry.headers.get('idempotent-replayed'), 'true');
+  assert.is(await count(service, '/users'), before);
+});
+
+keys('the same key with another body, or on another path, is a 422', async ({ service }) => {
+  await service.request('POST', '/users', { body: userSample(), headers: { 'idempotency-key': 'reuse' } });
+  const other = await service.request('POST', '/users', { body: userSample(), headers: { 'idempotency-key': 'reuse' } });
+  assert.is(other.status, 422);
+  assert.match(other.headers.get('content-type') ?? '', /^application\/problem\+json/);
+  const elsewhere = await service.request('POST', '/pets', { body: petSample(), headers: { 'idempotency-key': 'reuse' } });
+  assert.is(elsewhere.status, 422);
+});
+
+keys('concurrent retries of one key create exactly one element', async ({ service }) => {
+  const body = userSample();
+  const before = await count(service, '/users');
+  const replies = await Promise.all(
+    Array.from({ length: 12 }, () => service.request('POST', '/users', { body, headers: { 'idempotency-key': 'burst' } })),
+  );
+  assert.ok(replies.every((r) => r.status === 201));
+  assert.is(new Set(replies.map((r) => r.body.id)).size, 1);
+  assert.is(replies.filter((r) => r.headers.get('idempotent-replayed') === 'true').length, 11);
+  assert.is(await count(service, '/users'), before + 1);
+});
+
+keys('related POSTs are idempotent too', async ({ service }) => {
+  const owner = await service.request('POST', '/users', { body: userSample() });
+  const path = `/users/${owner.body.id}/pets`;
+  const first = await service.request('POST', path, { body: petSample(), headers: { 'idempotency-key': '"quoted-key"' } });
+  const retry = await service.request('POST', path, { body: petSample(), headers: { 'idempotency-key': 'quoted-key' } });
+  assert.is(retry.headers.get('idempotent-replayed'), 'true');
+  assert.is(retry.body.id, first.body.id);
+  assert.is(await count(service, path), 1);
+});
+
+keys('a failed first attempt is not stored: the corrected retry creates', async ({ service }) => {
+  const bad = await service.request('POST', '/users', { body: { name: 'no email' }, headers: { 'idempotency-key': 'fix-me' } });
+  assert.is(bad.status, 422);
+  const good = await service.request('POST', '/users', { body: userSample(), headers: { 'idempotency-key': 'fix-me' } });
+  assert.is(good.status, 201);
+  assert.is(good.headers.get('idempotent-replayed'), null);
+});
+
+keys('a malformed key is a 400', async ({ service }) => {
+  for (const key of ['', 'x'.repeat(256), 'has space']) {
+    const reply = await service.request('POST', '/users', { body: userSample(), headers: { 'idempotency-key': key } });
+    assert.is(reply.status, 400, JSON.stringify(key));
+  }
+});
+
+keys('keys expire after 24 hours and are purged', async ({ service }) => {
+  const body = userSample();
+  const first = await service.request('POST', '/users', { body, headers: { 'idempotency-key': 'old' } });
+  const dayAgo = Date.now() - 24 * 60 * 60 * 1000 - 1;
+  service.database.sqlite.prepare('UPDATE restable_idempotency_keys SET created_at = ? WHERE key = ?').run(dayAgo, 'old');
+  const again = await service.request('POST', '/users', {
+    body: { ...body, email: `x${body.email}` },
+    headers: { 'idempotency-key': 'old' },
+  });
+  assert.is(again.status, 201);
+  assert.is.not(again.body.id, first.body.id);
+  service.database.sqlite.prepare('UPDATE restable_idempotency_keys SET created_at = ? WHERE key = ?').run(dayAgo, 'old');
+  assert.is(service.app.purgeExpiredKeys(), 1);
+  assert.is(service.database.sqlite.prepare('SELECT count(*) FROM restable_idempotency_keys WHERE key = ?').pluck().get('old'), 0);
+});
+
+keys.run();
+
+// 3. Content negotiation
+const negotiation = withService('content negotiation');
+
+negotiation('an Accept that rules out JSON is a 406 problem, and a POST creates nothing', async ({ service }) => {
+  const before = await count(service, '/users');
+  for (const [method, path] of [
+    ['GET', '/users'],
+    ['POST', '/users'],
+    ['GET', '/'],
+  ] as const) {
+    const reply = await service.request(method, path, {
+      body: method === 'POST' ? userSample() : undefined,
+      headers: { accept: 'text/html' },
+    });
+    assert.is(reply.status, 406, `${method} ${path}`);
+    assert.match(reply.headers.get('content-type') ?? '', /^application\/problem\+json/);
+  }
+  assert.is(await count(service, '/users'), before);
+});
+
+negotiation('Accept headers that allow JSON are served', async ({ service }) => {
+  for (const accept of [
+    'application/json',
+    '*/*',
+    'application/*',
+    'text/html, application/json;q=0.5',
+    'application/json; charset=utf-8',
+  ]) {
+    assert.is((await service.request('GET', '/users', { headers: { accept } })).status, 200, accept);
+  }
+});
+
+negotiation.run();
+
+// 4. Authentication
+const FULL = 'full-token-0123456789';
+const READ = 'read-token-0123456789';
+const auth = withService('bearer authentication', { AUTH_TOKEN: FULL, AUTH_READ_TOKEN: READ });
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+auth('without a token every resource route and the index are 401 with WWW-Authenticate', async ({ service }) => {
+  for (const [method, path] of [
+    ['GET', '/'],
+    ['GET', '/users'],
+    ['POST', '/users'],
+    ['GET', '/users/1'],
+    ['DELETE', '/users/1'],
+    ['GET', '/nope'],
+  ] as const) {
+    const reply = await service.request(method, path, { body: method === 'POST' ? userSample() : undefined });
+    assert.is(reply.status, 401, `${method} ${path}`);
+    assert.is(reply.headers.get('www-authenticate'), 'Bearer realm="restable"');
+    assert.match(reply.headers.get('content-type') ?? '', /^application\/problem\+json/);
+  }
+});
+
+auth('a wrong token is 401 invalid_token; /healthz and /readyz stay open', async ({ service }) => {
+  for (const header of ['Bearer wrong-token-0123456789', `Basic ${Buffer.from(`u:${FULL}`).toString('base64')}`, `Bearer ${FULL}x`]) {
+    const reply = await service.request('GET', '/users', { headers: { authorization: header } });
+    assert.is(reply.status, 401, header);
+    assert.match(reply.headers.get('www-authenticate') ?? '', /^Bearer realm="restable"/);
+  }
+  assert.is((await service.request('GET', '/healthz')).status, 200);
+  assert.is((await service.request('GET', '/readyz')).status, 200);
+});
+
+auth('the full token may do everything', async ({ service }) => {
+  const made = await service.request('POST', '/users', { body: userSample(), headers: bearer(FULL) });
+  assert.is(made.status, 201);
+  const path = made.headers.get('location') as string;
+  assert.is((await service.request('GET', path, { headers: { authorization: `bearer ${FULL}` } })).status, 200);
+  assert.is((await service.request('DELETE', path, { headers: bearer(FULL) })).status, 204);
+});
+
+auth('the read token may GET, HEAD and OPTIONS; writes are 403', async ({ service }) => {
+  const made = await service.request('POST', '/users', { body: userSample(), headers: bearer(FULL) });
+  const path = made.headers.get('location') as string;
+  assert.is((await service.request('GET', path, { headers: bearer(READ) })).status, 200);
+  assert.is((await service.request('HEAD', '/users', { headers: bearer(READ) })).status, 200);
+  assert.is((await service.request('OPTIONS', path, { headers: bearer(READ) })).status, 204);
+  for (const [method, body] of [
+    ['POST', userSample()],
+    ['PATCH', { name: 'no' }],
+    ['PUT', made.body],
+    ['DELETE', undefined],
+  ] as const) {
+    const reply = await service.request(method, method === 'POST' ? '/users' : path, { body, headers: bearer(READ) });
+    assert.is(reply.status, 403, method);
+    assert.match(reply.headers.get('www-authenticate') ?? '', /error="insufficient_scope"/);
+  }
+  assert.equal((await service.request('GET', path, { headers: bearer(READ) })).body, made.body);
+});
+
+auth('tokens never appear in logs', async ({ service }) => {
+  service.database.sqlite.close();
+  await service.request('GET', '/users', { headers: bearer(FULL) });
+  await service.request('GET', '/users', { headers: bearer(READ) });
+  assert.ok(service.logs.length > 0);
+  const logged = JSON.stringify(service.logs);
+  assert.not.ok(logged.includes(FULL) || logged.includes(READ));
+});
+
+auth.run();
+
+// 5. CORS
+const noCors = withService('CORS unset');
+
+noCors('no CORS headers at all when CORS_ORIGINS is unset', async ({ service }) => {
+  const reply = await service.request('GET', '/users', { headers: { origin: 'https://app.example.com' } });
+  assert.is(reply.status, 200);
+  for (const [name] of reply.headers) assert.not.match(name, /^access-control-/);
+});
+
+noCors.run();
+
+const anyOrigin = withService('CORS_ORIGINS=*', { CORS_ORIGINS: '*', AUTH_TOKEN: FULL });
+
+anyOrigin('responses allow any origin and expose the API headers, errors included', async ({ service }) => {
+  for (const headers of [{ origin: 'https://a.example' }, { origin: 'https://a.example', ...bearer(FULL) }]) {
+    const reply = await service.request('GET', '/users', { headers });
+    assert.is(reply.headers.get('access-control-allow-origin'), '*');
+    const exposed = (reply.headers.get('access-control-expose-headers') ?? '').split(',');
+    for (const name of ['Location', 'ETag', 'Link', 'X-Total-Count']) assert.ok(exposed.includes(name), name);
+  }
+});
+
+anyOrigin('a preflight is answered without a token', async ({ service }) => {
+  const reply = await service.request('OPTIONS', '/users/1', {
+    headers: {
+      origin: 'https://a.example',
+      'access-control-request-method': 'PATCH',
+      'access-control-request-headers': 'authorization, content-type, if-match',
+    },
+  });
+  assert.is(reply.status, 204);
+  assert.is(reply.headers.get('access-control-allow-origin'), '*');
+  assert.match(reply.headers.get('access-control-allow-methods') ?? '', /PATCH/);
+  assert.is(reply.headers.get('access-control-allow-headers'), 'authorization, content-type, if-match');
+  assert.is(reply.headers.get('access-control-max-age'), '600');
+});
+
+anyOrigin.run();
+
+const listedOrigins = withService('CORS_ORIGINS=list', { CORS_ORIGINS: 'https://app.example.com, http://localhost:5173' });
+
+listedOrigins('only listed origins are allowed, and responses vary by Origin', async ({ service }) => {
+  const allowed = await service.request('GET', '/users', { headers: { origin: 'http://localhost:5173' } });
+  assert.is(allowed.headers.get('access-control-allow-origin'), 'http://localhost:5173');
+  assert.match(allowed.headers.get('vary') ?? '', /Origin/);
+  const denied = await service.request('GET', '/users', { headers: { origin: 'https://evil.example' } });
+  assert.is(denied.headers.get('access-control-allow-origin'), null);
+});
+
+listedOrigins.run();
+
+// 6. Hardening
+const hardening = withService('hardening', { HEADERS_TIMEOUT_MS: '300', REQUEST_TIMEOUT_MS: '1000' });
+
+hardening('request ids: echoed when sane, generated when absent or not', async ({ service }) => {
+  assert.is((await service.request('GET', '/healthz', { headers: { 'x-request-id': 'abc-123' } })).headers.get('x-request-id'), 'abc-123');
+  const generated = (await service.request('GET', '/healthz')).headers.get('x-request-id');
+  assert.match(generated ?? '', /^[0-9a-f-]{36}$/);
+  const replaced = (await service.request('GET', '/healthz', { headers: { 'x-request-id': 'x'.repeat(300) } })).headers.get('x-request-id');
+  assert.match(replaced ?? '', /^[0-9a-f-]{36}$/);
+});
+
+hardening('security headers suit a JSON API; no X-Powered-By', async ({ service }) => {
+  for (const path of ['/users', '/nope', '/users/abc']) {
+    const reply = await service.request('GET', path);
+    assert.is(reply.headers.get('x-content-type-options'), 'nosniff');
+    assert.is(reply.headers.get('x-frame-options'), 'DENY');
+    assert.is(reply.headers.get('x-powered-by'), null);
+  }
+});
+
+hardening('an endless upload is refused at the limit, not buffered', async ({ service }) => {
+  const limit = service.config.maxBodyBytes;
+  const chunk = Buffer.alloc(64 * 1024, 'a');
+  const { status, written } = await new Promise<{ status: number; written: number }>((resolve, reject) => {
+    let written = 0;
+    const req = httpRequest(`${service.url}/users`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+    });
+    req.on('response', (res) => {
+      res.resume();
+      resolve({ status: res.statusCode ?? 0, written });
+      req.destroy();
+    });
+    req.on('error', (error) => (written > limit ? resolve({ status: 0, written }) : reject(error)));
+    const pump = () => {
+      while (written < 1024 ** 3) {
+        written += chunk.length;
+        if (!req.write(chunk)) return void req.once('drain', pump);
+      }
+      req.end();
+    };
+    pump();
+  });
+  assert.is(status, 413);
+  assert.ok(written < 64 * limit, `the server read ${written} bytes before refusing`);
+});
+
+hardening('a client that never finishes its headers is cut off (408)', async ({ service }) => {
+  const port = Number(new URL(service.url).port);
+  const received = await new Promise<string>((resolve) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write('GET /users HTTP/1.1\r\nHost: x\r\nX-Slow: '));
+    let data = '';
+    socket.on('data', (chunk) => (data += chunk));
+    socket.on('close', () => resolve(data));
+  });
+  assert.match(received, /^HTTP\/1\.1 408 /);
+});
+
+hardening('malformed HTTP gets a 400 problem, not a dropped socket', async ({ service }) => {
+  const port = Number(new URL(service.url).port);
+  const received = await new Promise<string>((resolve) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write('THIS IS NOT HTTP\r\n\r\n'));
+    let data = '';
+    socket.on('data', (chunk) => (data += chunk));
+    socket.on('close', () => resolve(data));
+  });
+  assert.match(received, /^HTTP\/1\.1 400 /);
+  assert.match(received, /application\/problem\+json/);
+});
+
+hardening.run();
