@@ -7,10 +7,12 @@ import type { Config } from './config.js';
 import type { DatabaseHandle } from './db/client.js';
 import { MIGRATIONS_FOLDER, migrationStatus } from './db/migrate.js';
 import * as defaultSchema from './db/schema.js';
+import { createDocsAssets, DOCS_ASSETS, DOCS_CSP, DOCS_HTML, DOCS_INIT } from './docs.js';
 import { ApiError, toProblem } from './errors.js';
 import { createGuards } from './guards.js';
-import { sendJson, sendProblem } from './http.js';
+import { type JsonResponse, send, sendJson, sendProblem, sendText } from './http.js';
 import { createIdempotencyStore } from './idempotency.js';
+import { toOpenApi } from './openapi.js';
 import { createRegistry, type Registry } from './resources.js';
 import { createResourceEndpoints, type Endpoint, type Exchange, toRequestHandler } from './router.js';
 
@@ -29,6 +31,8 @@ export interface App {
   registry: Registry;
   /** The (req, res) listener to hand to http.createServer. */
   handler: RequestListener;
+  /** Every endpoint the app routes (service and resource), for documentation checks. */
+  endpoints: Endpoint[];
   /** Deletes expired idempotency keys in batches; runs on a timer, exposed for tests. */
   purgeExpiredKeys: () => number;
   /** Stops the app's timers (the database stays open: its owner closes it). */
@@ -39,11 +43,19 @@ export interface App {
 const PURGE_EVERY_MS = 10 * 60 * 1000;
 const PURGE_BATCH = 500;
 
+/** The service version, shown in the OpenAPI document. */
+const VERSION = '0.1.0';
+
 const SERVICE_METHODS = ['GET', 'HEAD', 'OPTIONS'] as const;
 
-function serviceEndpoint(path: string, get: Endpoint['handlers']['GET']): Endpoint {
+function serviceEndpoint(
+  path: string,
+  summary: string,
+  get: Endpoint['handlers']['GET'],
+  produces = 'application/json',
+): Endpoint & { summary: string; produces: string } {
   const pattern = new RegExp(`^${path === '/' ? '/' : `${path.replace(/\./g, '\\.')}/?`}$`);
-  return { path, pattern, methods: SERVICE_METHODS, handlers: { GET: get } };
+  return { path, pattern, methods: SERVICE_METHODS, handlers: { GET: get }, produces, summary };
 }
 
 /** Why the service cannot serve yet, or undefined when it can. */
@@ -56,20 +68,32 @@ function notReadyReason(database: DatabaseHandle, migrationsFolder: string): str
 /** Builds the HTTP application for one open, migrated database. */
 export function createApp({ database, config, logger, schema = defaultSchema, migrationsFolder = MIGRATIONS_FOLDER }: AppOptions): App {
   const registry = createRegistry(schema);
-  const services: Endpoint[] = [
-    serviceEndpoint('/', ({ res }) =>
+  const services: ReturnType<typeof serviceEndpoint>[] = [
+    serviceEndpoint('/', 'The API index: every resource kind and the service links', ({ res }) =>
       sendJson(res, 200, {
         resources: registry.resources.map((r) => ({ name: r.name, href: `/${r.name}` })),
-        links: { health: '/healthz', ready: '/readyz' },
+        links: { docs: '/docs', openapi: '/openapi.json', health: '/healthz', ready: '/readyz' },
       }),
     ),
-    serviceEndpoint('/healthz', ({ res }) => sendJson(res, 200, { status: 'ok' })),
-    serviceEndpoint('/readyz', ({ res }) => {
+    serviceEndpoint('/healthz', '200 while the process serves', ({ res }) => sendJson(res, 200, { status: 'ok' })),
+    serviceEndpoint('/readyz', '200 when the database is open and migrated, else 503', ({ res }) => {
       const reason = notReadyReason(database, migrationsFolder);
       if (reason) throw new ApiError('unavailable', `Not ready: ${reason}.`);
       sendJson(res, 200, { status: 'ready' });
     }),
+    serviceEndpoint('/openapi.json', 'This OpenAPI 3.1 document', ({ res }) => send(res, openapi)),
+    serviceEndpoint(
+      '/docs',
+      'The API reference for people (HTML)',
+      ({ res }) => sendText(res, 'text/html', DOCS_HTML, { 'Content-Security-Policy': DOCS_CSP }),
+      'text/html',
+    ),
   ];
+  const openapi: JsonResponse = {
+    status: 200,
+    headers: {},
+    body: JSON.stringify(toOpenApi(registry, { title: 'restable', version: VERSION, auth: Boolean(config.authToken), services })),
+  };
   const idempotency = createIdempotencyStore(database.db);
   const endpoints = [...services, ...createResourceEndpoints(registry, database.db, config, idempotency)];
 
@@ -84,6 +108,12 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
     onNoMatch: (req, res) => onError(new ApiError('notFound', `Nothing is served at ${req.path}.`), req, res),
   });
   app.use(...(createGuards(config) as never[]));
+  const assets = createDocsAssets();
+  app.get('/docs/init.js', (_req, res) => sendText(res, 'text/javascript', DOCS_INIT, { 'Content-Security-Policy': DOCS_CSP }));
+  app.use(DOCS_ASSETS, (req, res, next) => {
+    res.setHeader('Content-Security-Policy', DOCS_CSP);
+    assets(req, res, next);
+  });
   for (const endpoint of endpoints) {
     const handle = toRequestHandler(endpoint);
     app.all(endpoint.pattern, (req, res) => handle({ req, res }));
@@ -103,6 +133,7 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
   return {
     polka: app,
     registry,
+    endpoints,
     handler: (req, res) => void app.handler(req as Request, res, undefined as never),
     purgeExpiredKeys: () => idempotency.purgeExpired(PURGE_BATCH),
     close: () => clearInterval(timer),

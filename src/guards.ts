@@ -19,8 +19,12 @@ const SECURITY_HEADERS = {
 /** Response headers a browser script may read across origins. */
 export const EXPOSED_HEADERS = ['Location', 'ETag', 'Link', 'X-Total-Count', 'X-Request-Id', 'Allow', 'Idempotent-Replayed'];
 
-/** Paths that stay open when authentication is on (orchestrators probe them without tokens). */
-const OPEN_PATHS = new Set(['/healthz', '/readyz', '/healthz/', '/readyz/']);
+/**
+ * Paths that stay open when authentication is on: probes (orchestrators have no token) and the
+ * documentation (a browser cannot attach a bearer token to a page load; it holds no data).
+ */
+const OPEN_PATHS = new Set(['/healthz', '/readyz', '/openapi.json', '/docs', '/docs/init.js'].flatMap((p) => [p, `${p}/`]));
+const OPEN_PREFIX = '/docs/assets/';
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 
@@ -47,7 +51,7 @@ function authenticate(fullToken: string, readToken: string | undefined): Guard {
   const read = readToken === undefined ? undefined : digest(readToken);
   const challenge = (error?: string) => ({ 'WWW-Authenticate': `Bearer realm="restable"${error ? `, error="${error}"` : ''}` });
   return (req, _res, next) => {
-    if (OPEN_PATHS.has(req.path ?? '')) return next();
+    if (OPEN_PATHS.has(req.path ?? '') || req.path?.startsWith(OPEN_PREFIX)) return next();
     const header = req.headers.authorization;
     if (!header)
       return next(

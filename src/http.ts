@@ -98,12 +98,18 @@ export function sendJson(res: ServerResponse, status: number, value: unknown, he
   send(res, jsonResponse(status, value, headers));
 }
 
+/** Sends a text body (HTML, JavaScript) with its media type. */
+export function sendText(res: ServerResponse, type: string, body: string, headers: Record<string, string> = {}): void {
+  res.writeHead(200, { ...headers, 'Content-Type': `${type}; charset=utf-8`, 'Content-Length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
 /**
- * Whether the request's Accept header allows a JSON answer (no header allows anything).
+ * Whether the request's Accept header allows an answer of `type` (no header allows anything).
  * @see https://www.rfc-editor.org/rfc/rfc9110#section-12.5.1
  */
-export function acceptsJson(req: IncomingMessage): boolean {
-  return new Negotiator(req).mediaType(['application/json', 'application/json; charset=utf-8']) !== undefined;
+export function accepts(req: IncomingMessage, type: string): boolean {
+  return new Negotiator(req).mediaType([type, `${type}; charset=utf-8`]) !== undefined;
 }
 
 /** Sends a response without a body (204, or 405/OPTIONS answers). */

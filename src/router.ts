@@ -5,7 +5,7 @@ import { etagOfRow, evaluatePreconditions } from './conditional.js';
 import type { Config } from './config.js';
 import type { Db } from './db/client.js';
 import { ApiError } from './errors.js';
-import { acceptsJson, elementResponse, type JsonResponse, readJson, send, sendEmpty, sendJson } from './http.js';
+import { accepts, elementResponse, type JsonResponse, readJson, send, sendEmpty, sendJson } from './http.js';
 import { fingerprintOf, type IdempotencyStore, parseIdempotencyKey } from './idempotency.js';
 import { encodeCursor, parseListQuery, type RawQuery } from './query.js';
 import { type Check, createRepository, type Id, notFound, type Page, type Repository, type Scope } from './repository.js';
@@ -32,6 +32,8 @@ export interface Endpoint {
   handlers: Partial<Record<Method, Handler>>;
   /** Resolves the target named by the path, or throws 404; runs for every method. */
   resolve?: (params: Record<string, string>) => { id: Id; target: Row };
+  /** The media type of its answers (for 406); application/json unless said otherwise. */
+  produces?: string;
   /** Query parameter names this endpoint accepts, per method; any other is a 400. */
   acceptsQuery?: (method: string) => boolean;
 }
@@ -65,8 +67,9 @@ export function toRequestHandler(endpoint: Endpoint): Handler {
         headers: { Allow: allow },
       });
     }
-    if (method !== 'DELETE' && !acceptsJson(req)) {
-      throw new ApiError('notAcceptable', 'This path only answers application/json; the Accept header rules it out.');
+    const produces = endpoint.produces ?? 'application/json';
+    if (method !== 'DELETE' && !accepts(req, produces)) {
+      throw new ApiError('notAcceptable', `This path only answers ${produces}; the Accept header rules it out.`);
     }
     rejectQuery(exchange, endpoint.acceptsQuery?.(method === 'HEAD' ? 'GET' : method) ?? false);
     await handler({ ...exchange, ...resolved });

@@ -92,7 +92,7 @@ test('GET / lists every resource kind with its collection path', async ({ servic
     { name: 'pets', href: '/pets' },
     { name: 'users', href: '/users' },
   ]);
-  assert.is(reply.body.links.health, '/healthz');
+  assert.equal(reply.body.links, { docs: '/docs', openapi: '/openapi.json', health: '/healthz', ready: '/readyz' });
 });
 
 test('/healthz and /readyz answer 200; other methods are 405', async ({ service }) => {

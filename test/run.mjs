@@ -1,9 +1,11 @@
-// Runs every uvu suite in test/ (TypeScript through tsx) and ends the output with one summary
+// Runs the uvu suites in test/ (TypeScript through tsx) and ends the output with one summary
 // line of passed and failed counts, which CI reads; the exit code is uvu's.
+// `node test/run.mjs` runs *.test.ts; `node test/run.mjs browser` runs *.browser.ts (needs Chromium).
 import { spawn } from 'node:child_process';
 import { stripVTControlCharacters } from 'node:util';
 
-const uvu = spawn(process.execPath, ['--import', 'tsx', 'node_modules/uvu/bin.js', 'test', '\\.test\\.ts$', ...process.argv.slice(2)], {
+const pattern = process.argv[2] === 'browser' ? '\\.browser\\.ts$' : '\\.test\\.ts$';
+const uvu = spawn(process.execPath, ['--import', 'tsx', 'node_modules/uvu/bin.js', 'test', pattern], {
   stdio: ['ignore', 'pipe', 'inherit'],
 });
 let output = '';

@@ -403,25 +403,22 @@ hardening('an endless upload is refused at the limit, not buffered', async ({ se
   assert.ok(written < 64 * limit, `the server read ${written} bytes before refusing`);
 });
 
-hardening('a client that never finishes its headers is cut off (408)', async ({ service }) => {
-  const port = Number(new URL(service.url).port);
-  const received = await new Promise<string>((resolve) => {
-    const socket = connect(port, '127.0.0.1', () => socket.write('GET /users HTTP/1.1\r\nHost: x\r\nX-Slow: '));
-    let data = '';
-    socket.on('data', (chunk) => (data += chunk));
-    socket.on('close', () => resolve(data));
+/** Writes raw bytes on a new connection and returns all the server sent until it closed it. */
+function rawExchange(service: Service, data: string): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(Number(new URL(service.url).port), '127.0.0.1', () => socket.write(data));
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk));
+    socket.on('close', () => resolve(received));
   });
-  assert.match(received, /^HTTP\/1\.1 408 /);
+}
+
+hardening('a client that never finishes its headers is cut off (408)', async ({ service }) => {
+  assert.match(await rawExchange(service, 'GET /users HTTP/1.1\r\nHost: x\r\nX-Slow: '), /^HTTP\/1\.1 408 /);
 });
 
 hardening('malformed HTTP gets a 400 problem, not a dropped socket', async ({ service }) => {
-  const port = Number(new URL(service.url).port);
-  const received = await new Promise<string>((resolve) => {
-    const socket = connect(port, '127.0.0.1', () => socket.write('THIS IS NOT HTTP\r\n\r\n'));
-    let data = '';
-    socket.on('data', (chunk) => (data += chunk));
-    socket.on('close', () => resolve(data));
-  });
+  const received = await rawExchange(service, 'THIS IS NOT HTTP\r\n\r\n');
   assert.match(received, /^HTTP\/1\.1 400 /);
   assert.match(received, /application\/problem\+json/);
 });
