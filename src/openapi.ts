@@ -102,44 +102,38 @@ const problem = (description: string, headers?: Json) => ({
   content: { 'application/problem+json': { schema: ref('schemas', 'Problem') } },
 });
 
-const COMMON_RESPONSES = {
-  BadRequest: problem('A malformed body or query parameter'),
-  Unauthorized: problem('No valid bearer token', { 'WWW-Authenticate': { schema: { type: 'string' } } }),
-  Forbidden: problem('The read-only token may not write'),
-  NotFound: problem('No element with that id, or no parent for a related path'),
-  MethodNotAllowed: problem('The path does not define the method used; Allow lists the ones it does', { Allow: ref('headers', 'Allow') }),
-  NotAcceptable: problem('Accept rules out application/json'),
-  Conflict: problem('A unique value is taken, or other elements still reference this one'),
-  PreconditionFailed: problem('If-Match does not match the current ETag', { ETag: ref('headers', 'ETag') }),
-  PayloadTooLarge: problem('The body is larger than the configured limit'),
-  UnsupportedMediaType: problem('The body is not JSON'),
-  Unprocessable: problem('The body breaks the schema; errors names each field'),
-  Error: problem('Unexpected failure (500) or not ready (503)'),
-};
+/** Every documented error answer (an application/problem+json body): its status, meaning and headers. */
+const ERRORS = {
+  BadRequest: [400, 'A malformed body or query parameter'],
+  Unauthorized: [401, 'No valid bearer token', { 'WWW-Authenticate': { schema: { type: 'string' } } }],
+  Forbidden: [403, 'The read-only token may not write'],
+  NotFound: [404, 'No element with that id, or no parent for a related path'],
+  MethodNotAllowed: [405, 'The path does not define the method used; Allow lists the ones it does', { Allow: ref('headers', 'Allow') }],
+  NotAcceptable: [406, 'Accept rules out application/json'],
+  Conflict: [409, 'A unique value is taken, or other elements still reference this one'],
+  PreconditionFailed: [412, 'If-Match does not match the current ETag', { ETag: ref('headers', 'ETag') }],
+  PayloadTooLarge: [413, 'The body is larger than the configured limit'],
+  UnsupportedMediaType: [415, 'The body is not JSON'],
+  Unprocessable: [422, 'The body breaks the schema; errors names each field'],
+  Error: ['default', 'Unexpected failure (500) or not ready (503)'],
+} as const satisfies Record<string, readonly [number | 'default', string, Json?]>;
+type ErrorName = keyof typeof ERRORS;
+
+const COMMON_RESPONSES = Object.fromEntries(
+  Object.entries(ERRORS).map(([name, [, description, headers]]) => [name, problem(description, headers as Json | undefined)]),
+);
 
 const noBody = (description: string, headers?: Json) => ({ description, ...(headers ? { headers } : {}) });
 
 function operation(route: Route, method: Method, options: OpenApiOptions): Json {
   const { resource, relation, kind } = route;
   const name = relation ? `${relation.parent.name}_${relation.name}` : resource.name;
-  const errors = (...names: (keyof typeof COMMON_RESPONSES)[]) =>
+  /** The responses of these errors, plus 405 and (with authentication) 401/403, keyed by status. */
+  const errors = (...names: ErrorName[]) =>
     Object.fromEntries(
-      [...names, 'MethodNotAllowed' as const, ...(options.auth ? (['Unauthorized', 'Forbidden'] as const) : [])].map((n) => [
-        {
-          BadRequest: 400,
-          Unauthorized: 401,
-          Forbidden: 403,
-          NotFound: 404,
-          MethodNotAllowed: 405,
-          NotAcceptable: 406,
-          Conflict: 409,
-          PreconditionFailed: 412,
-          PayloadTooLarge: 413,
-          UnsupportedMediaType: 415,
-          Unprocessable: 422,
-          Error: 'default',
-        }[n],
-        ref('responses', n),
+      [...names, 'MethodNotAllowed' as const, ...(options.auth ? (['Unauthorized', 'Forbidden'] as const) : [])].map((name) => [
+        ERRORS[name][0],
+        ref('responses', name),
       ]),
     );
   const element = ref('schemas', resource.name);

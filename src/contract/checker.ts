@@ -182,7 +182,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
     options.onProbe?.(probe);
   }
 
-  async function bodyFor(template: string, method: string, operation: Json, target: string): Promise<{ body?: unknown; type?: string }> {
+  async function bodyFor(method: string, operation: Json, target: string): Promise<{ body?: unknown; type?: string }> {
     if (method === 'PATCH') {
       const content = resolve(operation.requestBody)?.content ?? {};
       return { body: {}, type: content['application/merge-patch+json'] ? 'application/merge-patch+json' : 'application/json' };
@@ -194,7 +194,6 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
       return { body };
     }
     if (method === 'POST') return { body: sample(requestSchema(operation)) };
-    void template;
     return {};
   }
 
@@ -234,7 +233,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
         continue;
       }
       const expected = successes(resolve, operation);
-      const { body, type } = await bodyFor(template, method, operation, target);
+      const { body, type } = await bodyFor(method, operation, target);
       const reply = await call(method, target, body, type);
       if (method === 'POST' && reply.status >= 200 && reply.status < 300) {
         const location = reply.headers.get('location');
