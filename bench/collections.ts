@@ -46,9 +46,9 @@ async function median(base: string, path: () => string): Promise<number> {
   return times[Math.floor(times.length / 2)] as number;
 }
 
-function fill(path: string, rows: number): void {
+async function fill(path: string, rows: number): Promise<void> {
   const database = openDatabase(path);
-  applyMigrations(database);
+  await applyMigrations(database);
   const now = new Date().toISOString();
   const insert = database.sqlite.prepare('INSERT INTO users (name, email, created_at, updated_at) VALUES (?, ?, ?, ?)');
   database.sqlite.transaction(() => {
@@ -92,7 +92,7 @@ for (const rows of sizes) {
   const dir = mkdtempSync(join(tmpdir(), 'restable-bench-'));
   const file = join(dir, 'bench.db');
   process.stderr.write(`filling ${rows} rows… `);
-  fill(file, rows);
+  await fill(file, rows);
   const service = await startService(file);
   process.stderr.write('walking to the end… ');
   const cursor = await cursorNearEnd(service.base);

@@ -12,6 +12,7 @@ import { ApiError, toProblem } from './errors.js';
 import { createGuards } from './guards.js';
 import { type JsonResponse, send, sendJson, sendProblem, sendText } from './http.js';
 import { createIdempotencyStore } from './idempotency.js';
+import { createRequestLogger } from './logger.js';
 import { toOpenApi } from './openapi.js';
 import { createRegistry, type Registry } from './resources.js';
 import { createResourceEndpoints, type Endpoint, type Exchange, toRequestHandler } from './router.js';
@@ -35,6 +36,8 @@ export interface App {
   endpoints: Endpoint[];
   /** Deletes expired idempotency keys in batches; runs on a timer, exposed for tests. */
   purgeExpiredKeys: () => number;
+  /** Starts a graceful stop: /readyz answers 503 and responses close their connections. */
+  beginShutdown: () => void;
   /** Stops the app's timers (the database stays open: its owner closes it). */
   close: () => void;
 }
@@ -58,8 +61,9 @@ function serviceEndpoint(
   return { path, pattern, methods: SERVICE_METHODS, handlers: { GET: get }, produces, summary };
 }
 
-/** Why the service cannot serve yet, or undefined when it can. */
-function notReadyReason(database: DatabaseHandle, migrationsFolder: string): string | undefined {
+/** Why the service cannot serve, or undefined when it can. */
+function notReadyReason(database: DatabaseHandle, migrationsFolder: string, shuttingDown: boolean): string | undefined {
+  if (shuttingDown) return 'the service is shutting down';
   if (!database.sqlite.open) return 'the database is closed';
   const { pending } = migrationStatus(database, migrationsFolder);
   return pending.length > 0 ? `${pending.length} migration(s) pending: ${pending.join(', ')}` : undefined;
@@ -68,6 +72,7 @@ function notReadyReason(database: DatabaseHandle, migrationsFolder: string): str
 /** Builds the HTTP application for one open, migrated database. */
 export function createApp({ database, config, logger, schema = defaultSchema, migrationsFolder = MIGRATIONS_FOLDER }: AppOptions): App {
   const registry = createRegistry(schema);
+  let shuttingDown = false;
   const services: ReturnType<typeof serviceEndpoint>[] = [
     serviceEndpoint('/', 'The API index: every resource kind and the service links', ({ res }) =>
       sendJson(res, 200, {
@@ -77,7 +82,7 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
     ),
     serviceEndpoint('/healthz', '200 while the process serves', ({ res }) => sendJson(res, 200, { status: 'ok' })),
     serviceEndpoint('/readyz', '200 when the database is open and migrated, else 503', ({ res }) => {
-      const reason = notReadyReason(database, migrationsFolder);
+      const reason = notReadyReason(database, migrationsFolder, shuttingDown);
       if (reason) throw new ApiError('unavailable', `Not ready: ${reason}.`);
       sendJson(res, 200, { status: 'ready' });
     }),
@@ -107,7 +112,11 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
     onError: onError as never,
     onNoMatch: (req, res) => onError(new ApiError('notFound', `Nothing is served at ${req.path}.`), req, res),
   });
-  app.use(...(createGuards(config) as never[]));
+  app.use((_req, res, next) => {
+    if (shuttingDown) res.setHeader('Connection', 'close');
+    next();
+  });
+  app.use(...(createGuards(config, createRequestLogger(logger) as never) as never[]));
   const assets = createDocsAssets();
   app.get('/docs/init.js', (_req, res) => sendText(res, 'text/javascript', DOCS_INIT, { 'Content-Security-Policy': DOCS_CSP }));
   app.use(DOCS_ASSETS, (req, res, next) => {
@@ -136,6 +145,9 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
     endpoints,
     handler: (req, res) => void app.handler(req as Request, res, undefined as never),
     purgeExpiredKeys: () => idempotency.purgeExpired(PURGE_BATCH),
+    beginShutdown: () => {
+      shuttingDown = true;
+    },
     close: () => clearInterval(timer),
   };
 }

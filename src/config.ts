@@ -74,6 +74,12 @@ export const VARIABLES = {
     schema: positiveInt,
   },
   requestTimeoutMs: { env: 'REQUEST_TIMEOUT_MS', default: '30000', doc: 'time a client has to send a whole request', schema: positiveInt },
+  shutdownTimeoutMs: {
+    env: 'SHUTDOWN_TIMEOUT_MS',
+    default: '10000',
+    doc: 'on SIGTERM/SIGINT, how long requests in flight may take before their connections are closed',
+    schema: positiveInt,
+  },
 } as const;
 
 type Variables = typeof VARIABLES;

@@ -72,9 +72,12 @@ function authenticate(fullToken: string, readToken: string | undefined): Guard {
   };
 }
 
-/** The guards for a configuration, in the order they must run. */
-export function createGuards(config: Pick<Config, 'authToken' | 'authReadToken' | 'corsOrigins'>): Guard[] {
-  const guards: Guard[] = [identify];
+/**
+ * The guards for a configuration, in the order they must run; `log` (the request logger) runs
+ * right after the request id is set, so that even refused requests are logged with their id.
+ */
+export function createGuards(config: Pick<Config, 'authToken' | 'authReadToken' | 'corsOrigins'>, log?: Guard): Guard[] {
+  const guards: Guard[] = [identify, ...(log ? [log] : [])];
   if (config.corsOrigins) {
     guards.push(
       cors({

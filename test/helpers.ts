@@ -81,7 +81,7 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
   const logs: Record<string, any>[] = [];
   const logger: Logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line)) });
   const database = openDatabase(config.databasePath);
-  applyMigrations(database);
+  await applyMigrations(database);
   options.prepare?.(database);
   const app = createApp({ database, config, logger, schema: options.schema });
   const server: Server = createHttpServer(app.handler, config);
@@ -112,9 +112,14 @@ export interface Process {
   exited: Promise<number | null>;
 }
 
-/** Spawns the real entry point (src/main.ts through tsx) and waits until it listens. */
+/** A compiled entry point under dist/ (`npm test` builds first: processes run what ships). */
+function entry(script: string): string {
+  return join(ROOT, 'dist', script);
+}
+
+/** Spawns the real compiled entry point (dist/main.js) and waits until it listens. */
 export async function spawnService(env: Record<string, string>): Promise<Process> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts')], {
+  const child = spawn(process.execPath, [entry('main.js')], {
     cwd: ROOT,
     env: { PATH: process.env.PATH, PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -134,9 +139,13 @@ export async function spawnService(env: Record<string, string>): Promise<Process
   return { child, url, output: () => output, exited };
 }
 
-/** Runs the real entry point to completion (for start-up failures) and returns its exit code and output. */
-export async function runService(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts')], {
+/** Runs a compiled entry point (`main.js`, `cli/migrate.js`…) to completion; returns its exit code and output. */
+export async function runScript(
+  script: string,
+  env: Record<string, string>,
+  args: string[] = [],
+): Promise<{ code: number | null; output: string }> {
+  const child = spawn(process.execPath, [entry(script), ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH, PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -149,3 +158,6 @@ export async function runService(env: Record<string, string>): Promise<{ code: n
   clearTimeout(timer);
   return { code, output };
 }
+
+/** Runs the real entry point to completion (for start-up failures). */
+export const runService = (env: Record<string, string>) => runScript('main.js', env);

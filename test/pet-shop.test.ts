@@ -132,10 +132,16 @@ failures('a closed database makes /readyz 503 and requests a generic, logged 500
   assert.match(reply.headers.get('content-type') ?? '', /^application\/problem\+json/);
   assert.equal(Object.keys(reply.body).sort(), ['detail', 'instance', 'status', 'title', 'type']);
   assert.not.match(reply.text, /database connection|at |\.ts|\.js/);
-  const logged = service.logs.find((line) => line.level === 50);
+  const logged = service.logs.find((line) => line.level === 50 && line.err);
   assert.ok(logged, 'the failure is logged');
   assert.match(logged?.err?.message ?? '', /database connection is not open/);
   assert.is(logged?.url, '/users');
+  const line = service.logs.find((l) => l.msg === 'GET /users 500');
+  assert.is(line?.level, 50);
+  assert.equal(line?.req, { method: 'GET', path: '/users' });
+  assert.is(line?.requestId, reply.headers.get('x-request-id'));
+  assert.type(line?.durationMs, 'number');
+  assert.is(service.logs.find((l) => l.msg === 'GET /readyz 503')?.level, 40);
 });
 
 failures.run();

@@ -1,11 +1,9 @@
 // The real entry points as processes: data survives a restart, SIGTERM/SIGINT stop cleanly with
 // exit 0, a bad configuration stops start-up with one line and exit 1, and `migrate` reports.
-import { execFile } from 'node:child_process';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { ROOT, request, runService, spawnService, tempDir } from './helpers.js';
+import { request, runScript, runService, spawnService, tempDir } from './helpers.js';
 
 const test = suite('process');
 
@@ -38,6 +36,10 @@ test('bad configuration stops start-up with one clear line and exit code 1', asy
     ['MAX_BODY_BYTES', '0'],
     ['LOG_LEVEL', 'loud'],
     ['AUTH_TOKEN', 'secret'],
+    ['AUTH_READ_TOKEN', 'read-token-without-full-one'],
+    ['CORS_ORIGINS', 'ftp://files.example.com'],
+    ['HEADERS_TIMEOUT_MS', '-5'],
+    ['SHUTDOWN_TIMEOUT_MS', 'soon'],
   ] as const) {
     const { code, output } = await runService({ [name]: value, DATABASE_PATH: ':memory:' });
     assert.is(code, 1, `${name}=${value}`);
@@ -50,11 +52,11 @@ test('bad configuration stops start-up with one clear line and exit code 1', asy
 
 test('`npm run migrate` applies pending migrations and says which, then finds nothing to do', async () => {
   const temp = tempDir();
-  const run = () =>
-    promisify(execFile)(process.execPath, ['--import', 'tsx', join(ROOT, 'src/cli/migrate.ts')], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH, DATABASE_PATH: join(temp.dir, 'm.db') },
-    });
+  const run = async () => {
+    const { code, output } = await runScript('cli/migrate.js', { DATABASE_PATH: join(temp.dir, 'm.db') });
+    assert.is(code, 0, output);
+    return { stdout: output };
+  };
   try {
     const first = await run();
     assert.match(first.stdout, /applied 2 migration\(s\):\n {2}0000_pet_shop\n {2}0001_idempotency_keys/);

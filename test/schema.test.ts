@@ -32,14 +32,15 @@ migrations('the schemas (resources and internal) and migrations/ have not drifte
   assert.equal(statements, [], 'run `npm run db:generate -- --name <what_changed>` and commit migrations/');
 });
 
-migrations('apply to an empty file, then again: the second run applies nothing', () => {
+migrations('apply to an empty file, then again: the second run applies nothing', async () => {
   const temp = tempDir();
   const database = openDatabase(join(temp.dir, 'fresh.db'));
   try {
-    const first = applyMigrations(database);
+    const { applied: first, backup } = await applyMigrations(database);
     assert.ok(first.length > 0);
-    assert.equal(applyMigrations(database), []);
-    assert.equal(migrationStatus(database), { applied: first, pending: [] });
+    assert.is(backup, undefined, 'an empty database needs no backup');
+    assert.equal(await applyMigrations(database), { applied: [] });
+    assert.equal(migrationStatus(database), { applied: first, pending: [], unknown: 0 });
     const tables = database.sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
     assert.ok(['orders', 'pets', 'users'].every((t) => tables.includes(t)));
   } finally {
@@ -61,11 +62,11 @@ migrations('the database is opened with WAL, foreign keys and a busy timeout', (
   }
 });
 
-migrations('every foreign-key column is indexed, and related lists use the index', () => {
+migrations('every foreign-key column is indexed, and related lists use the index', async () => {
   const temp = tempDir();
   const database = openDatabase(join(temp.dir, 'idx.db'));
   try {
-    applyMigrations(database);
+    await applyMigrations(database);
     for (const resource of createRegistry(petShop).resources) {
       for (const fk of resource.foreignKeys) {
         const column = resource.fields.find((f) => f.key === fk.field)?.column.name as string;

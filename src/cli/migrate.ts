@@ -1,15 +1,39 @@
-// `npm run migrate`: applies pending migrations to the configured database and lists them.
-// It shares the migrator with start-up; it never generates migrations (drizzle-kit does).
-import { parseConfig } from '../config.js';
+// `npm run migrate`: applies pending migrations to the configured database and lists them
+// (backing up a database that holds data first). `npm run migrate -- --status` changes nothing.
+import { parseArgs } from 'node:util';
+import { ConfigError, parseConfig } from '../config.js';
 import { closeDatabase, openDatabase } from '../db/client.js';
-import { applyMigrations } from '../db/migrate.js';
+import { applyMigrations, MigrationError, migrationStatus } from '../db/migrate.js';
 
-const config = parseConfig();
-const database = openDatabase(config.databasePath);
+const list = (tags: string[]) => tags.map((t) => `  ${t}`).join('\n');
+
 try {
-  const applied = applyMigrations(database);
-  if (applied.length === 0) console.log(`${config.databasePath}: up to date, nothing to apply`);
-  else console.log(`${config.databasePath}: applied ${applied.length} migration(s):\n${applied.map((t) => `  ${t}`).join('\n')}`);
-} finally {
-  closeDatabase(database);
+  const { values } = parseArgs({ options: { status: { type: 'boolean', default: false } } });
+  const config = parseConfig();
+  const database = openDatabase(config.databasePath);
+  try {
+    if (values.status) {
+      const { applied, pending, unknown } = migrationStatus(database);
+      console.log(
+        `${config.databasePath}: ${applied.length} applied, ${pending.length} pending${unknown ? `, ${unknown} unknown to this code` : ''}`,
+      );
+      if (applied.length) console.log(`applied:\n${list(applied)}`);
+      if (pending.length) console.log(`pending:\n${list(pending)}`);
+    } else {
+      const { applied, backup } = await applyMigrations(database);
+      if (backup) console.log(`backed up ${config.databasePath} to ${backup}`);
+      console.log(
+        applied.length
+          ? `${config.databasePath}: applied ${applied.length} migration(s):\n${list(applied)}`
+          : `${config.databasePath}: up to date, nothing to apply`,
+      );
+    }
+  } finally {
+    closeDatabase(database);
+  }
+} catch (error) {
+  const badArgument = (error as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS');
+  if (!(error instanceof ConfigError || error instanceof MigrationError || badArgument)) throw error;
+  console.error(`migrate: ${(error as Error).message}`);
+  process.exitCode = 1;
 }

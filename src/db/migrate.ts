@@ -1,21 +1,28 @@
-// Applies the drizzle-kit migrations in migrations/ (found relative to this module, not the cwd)
-// and reports which were applied and which are pending; it never edits or generates migrations.
-
+// Applies the drizzle-kit migrations in migrations/ (found relative to this module, not the cwd):
+// drizzle's files and bookkeeping table, applied in one IMMEDIATE transaction; never generates any.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type Database from 'better-sqlite3';
-import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
+import { backupDatabase, defaultBackupPath } from './backup.js';
 import type { DatabaseHandle } from './client.js';
 
 /** The committed migrations folder; the same from src/db (tsx) and dist/db (compiled). */
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations', import.meta.url));
 
+/** drizzle's own bookkeeping table, so drizzle-kit and drizzle's migrator agree with this one. */
 const MIGRATIONS_TABLE = '__drizzle_migrations';
 
 export interface MigrationStatus {
   applied: string[];
   pending: string[];
+  /** Migrations the database has applied that this code does not know (a downgrade). */
+  unknown: number;
+}
+
+/** The database cannot be migrated by this code; the message is one line for the operator. */
+export class MigrationError extends Error {
+  override name = 'MigrationError';
 }
 
 interface JournalEntry {
@@ -24,31 +31,92 @@ interface JournalEntry {
 }
 
 function readJournal(folder: string): JournalEntry[] {
-  const journal = JSON.parse(readFileSync(`${folder}/meta/_journal.json`, 'utf8')) as { entries: JournalEntry[] };
-  return journal.entries;
+  return (JSON.parse(readFileSync(`${folder}/meta/_journal.json`, 'utf8')) as { entries: JournalEntry[] }).entries;
 }
 
-function lastAppliedMillis(sqlite: Database.Database): number {
-  const exists = sqlite.prepare('SELECT 1 FROM sqlite_master WHERE type = ? AND name = ?').get('table', MIGRATIONS_TABLE);
-  if (!exists) return Number.NEGATIVE_INFINITY;
-  const row = sqlite.prepare(`SELECT MAX(created_at) AS last FROM ${MIGRATIONS_TABLE}`).get() as { last: number | null };
-  return row.last === null ? Number.NEGATIVE_INFINITY : Number(row.last);
+function appliedMillis(sqlite: Database.Database): number[] {
+  const exists = sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(MIGRATIONS_TABLE);
+  if (!exists) return [];
+  return sqlite
+    .prepare(`SELECT created_at FROM ${MIGRATIONS_TABLE}`)
+    .pluck()
+    .all()
+    .map((v) => Number(v));
 }
 
-/** Lists the migrations of `folder` that the database has and has not applied, without changing anything. */
+/** Lists applied, pending and unknown migrations of `folder`, changing nothing. */
 export function migrationStatus({ sqlite }: DatabaseHandle, folder = MIGRATIONS_FOLDER): MigrationStatus {
-  const last = lastAppliedMillis(sqlite);
+  const done = appliedMillis(sqlite);
+  const last = Math.max(Number.NEGATIVE_INFINITY, ...done);
   const entries = readJournal(folder);
+  const known = new Set(entries.map((e) => e.when));
   return {
     applied: entries.filter((e) => e.when <= last).map((e) => e.tag),
     pending: entries.filter((e) => e.when > last).map((e) => e.tag),
+    unknown: done.filter((when) => !known.has(when)).length,
   };
 }
 
-/** Applies every pending migration in one transaction and returns the tags it applied. */
-export function applyMigrations(handle: DatabaseHandle, folder = MIGRATIONS_FOLDER): string[] {
-  readMigrationFiles({ migrationsFolder: folder }); // fails early, before any change, on a missing .sql file
-  const { pending } = migrationStatus(handle, folder);
-  if (pending.length > 0) migrate(handle.db, { migrationsFolder: folder, migrationsTable: MIGRATIONS_TABLE });
-  return pending;
+function hasData(sqlite: Database.Database): boolean {
+  const tables = sqlite
+    .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+    .pluck()
+    .all() as string[];
+  return tables.some((t) => sqlite.prepare(`SELECT 1 FROM "${t.replace(/"/g, '""')}" LIMIT 1`).get() !== undefined);
+}
+
+/**
+ * Applies the pending migrations, all or none, inside one IMMEDIATE transaction that re-reads what
+ * is applied under the write lock, so processes starting together migrate the file exactly once.
+ */
+function applyPending(sqlite: Database.Database, folder: string): string[] {
+  const files = readMigrationFiles({ migrationsFolder: folder });
+  const tags = new Map(readJournal(folder).map((e) => [e.when, e.tag]));
+  return sqlite
+    .transaction(() => {
+      sqlite.exec(`CREATE TABLE IF NOT EXISTS "${MIGRATIONS_TABLE}" (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)`);
+      const last = Math.max(Number.NEGATIVE_INFINITY, ...appliedMillis(sqlite));
+      const record = sqlite.prepare(`INSERT INTO "${MIGRATIONS_TABLE}" ("hash", "created_at") VALUES (?, ?)`);
+      const applied: string[] = [];
+      for (const migration of files.filter((m) => m.folderMillis > last)) {
+        for (const statement of migration.sql) if (statement.trim()) sqlite.exec(statement);
+        record.run(migration.hash, migration.folderMillis);
+        applied.push(tags.get(migration.folderMillis) ?? String(migration.folderMillis));
+      }
+      return applied;
+    })
+    .immediate();
+}
+
+export interface MigrateResult {
+  applied: string[];
+  /** The online backup taken first, when the database already held data. */
+  backup?: string;
+}
+
+/**
+ * Applies every pending migration. Refuses a database with migrations this code does not know;
+ * backs up a database that holds data first; a failure leaves the database as it was.
+ * @throws {MigrationError} with a one-line message
+ */
+export async function applyMigrations(handle: DatabaseHandle, folder = MIGRATIONS_FOLDER, backupTo?: string): Promise<MigrateResult> {
+  const status = migrationStatus(handle, folder);
+  if (status.unknown > 0) {
+    throw new MigrationError(
+      `the database has ${status.unknown} migration(s) this code does not know (it was migrated by a newer version); ` +
+        'refusing to start: run that version, or restore a backup',
+    );
+  }
+  if (status.pending.length === 0) return { applied: [] };
+  const { sqlite } = handle;
+  const backup = hasData(sqlite)
+    ? await backupDatabase(sqlite, backupTo ?? defaultBackupPath(sqlite.name, `before-${status.pending[0]}`))
+    : undefined;
+  try {
+    return { applied: applyPending(sqlite, folder), backup };
+  } catch (error) {
+    throw new MigrationError(
+      `migration failed, nothing was applied: ${(error as Error).message}${backup ? ` (a backup from before is at ${backup})` : ''}`,
+    );
+  }
 }

@@ -1,0 +1,44 @@
+// `npm run backup -- [file]`: an online, consistent copy of the configured database, safe while the
+// service is serving; a progress bar on a terminal; the copy is integrity-checked before it counts.
+import { statSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
+import { SingleBar } from 'cli-progress';
+import { ConfigError, parseConfig } from '../config.js';
+import { type BackupProgress, backupDatabase, defaultBackupPath } from '../db/backup.js';
+
+try {
+  const { positionals } = parseArgs({ allowPositionals: true });
+  const config = parseConfig();
+  const destination = positionals[0] ?? defaultBackupPath(config.databasePath);
+  const source = new Database(config.databasePath, { readonly: true, fileMustExist: true, timeout: 5000 });
+  const bar = process.stderr.isTTY
+    ? new SingleBar({ format: 'backup [{bar}] {percentage}% | {value}/{total} pages', stream: process.stderr })
+    : undefined;
+  const progress = (p: BackupProgress) => {
+    if (!bar) return;
+    if (bar.getTotal() !== p.totalPages) bar.start(p.totalPages, 0);
+    bar.update(p.totalPages - p.remainingPages);
+  };
+  try {
+    await backupDatabase(source, destination, progress);
+  } finally {
+    bar?.stop();
+    source.close();
+  }
+  const copy = new Database(destination, { readonly: true });
+  const check = copy.pragma('quick_check', { simple: true });
+  copy.close();
+  if (check !== 'ok') throw new Error(`the copy at ${destination} failed its integrity check: ${check}`);
+  const megabytes = (statSync(destination).size / 1024 / 1024).toFixed(1);
+  console.log(`backed up ${config.databasePath} to ${destination} (${megabytes} MB, integrity ok)`);
+} catch (error) {
+  const message = (error as Error).message;
+  const known =
+    error instanceof ConfigError ||
+    (error as { code?: string }).code?.startsWith?.('SQLITE_') ||
+    (error as { code?: string }).code?.startsWith?.('ERR_PARSE_ARGS');
+  if (!known) throw error;
+  console.error(`backup: ${message}`);
+  process.exitCode = 1;
+}

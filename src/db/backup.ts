@@ -1,0 +1,39 @@
+// Online, consistent copies of the SQLite file with better-sqlite3's backup API (safe while the
+// service is writing), and where they go by default: a backups/ folder beside the database.
+import { mkdirSync } from 'node:fs';
+import { basename, dirname, extname, join } from 'node:path';
+import Database from 'better-sqlite3';
+
+export interface BackupProgress {
+  totalPages: number;
+  remainingPages: number;
+}
+
+/** The default backup path: `<db dir>/backups/<db name>-<label>-<timestamp>.db`. */
+export function defaultBackupPath(databasePath: string, label = 'backup'): string {
+  const name = basename(databasePath, extname(databasePath));
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  return join(dirname(databasePath), 'backups', `${name}-${label}-${stamp}.db`);
+}
+
+/**
+ * Copies the open database to `destination` page by page while it stays usable, then makes the
+ * copy one self-contained file (rollback journal, not WAL), ready to be copied or restored.
+ */
+export async function backupDatabase(
+  sqlite: Database.Database,
+  destination: string,
+  onProgress?: (p: BackupProgress) => void,
+): Promise<string> {
+  mkdirSync(dirname(destination), { recursive: true });
+  await sqlite.backup(destination, {
+    progress: (info) => {
+      onProgress?.(info);
+      return 256; // pages per step: small steps keep the source responsive to other connections
+    },
+  });
+  const copy = new Database(destination);
+  copy.pragma('journal_mode = DELETE');
+  copy.close();
+  return destination;
+}

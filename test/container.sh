@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Container smoke test (npm run test:container): builds the image, runs it on a volume, creates an
+# element, restarts, reads it back, checks the user, the health check, a one-off migrate and that
+# `docker stop` ends it with exit code 0 well within the stop timeout. Needs a Docker engine
+# (on machines without a registry: ../shared/tools/docker-offline up). Ends with a summary line.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+image=${IMAGE:-restable:smoke}
+port=${SMOKE_PORT:-38600}
+name=restable-smoke-$$
+volume=restable-smoke-$$
+base=http://127.0.0.1:$port
+passed=0
+failed=0
+work=$(mktemp -d)
+
+check() {
+  local what=$1
+  shift
+  if "$@"; then echo "  ok    $what"; passed=$((passed + 1)); else echo "  FAIL  $what"; failed=$((failed + 1)); fi
+}
+summary() {
+  echo "container: $passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+}
+cleanup() {
+  docker rm -f "$name" >/dev/null 2>&1
+  docker volume rm -f "$volume" >/dev/null 2>&1
+  rm -rf "$work"
+}
+trap cleanup EXIT
+ready() {
+  for _ in $(seq 1 150); do
+    curl -fsS "$base/readyz" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  return 1
+}
+healthy() {
+  for _ in $(seq 1 60); do
+    [ "$(docker inspect -f '{{.State.Health.Status}}' "$name")" = healthy ] && return 0
+    sleep 1
+  done
+  return 1
+}
+stops_cleanly() {
+  local start end
+  start=$(date +%s%N)
+  docker stop -t 20 "$name" >/dev/null || return 1
+  end=$(date +%s%N)
+  local ms=$(((end - start) / 1000000))
+  echo "        docker stop took ${ms} ms, exit code $(docker inspect -f '{{.State.ExitCode}}' "$name")"
+  [ "$(docker inspect -f '{{.State.ExitCode}}' "$name")" = 0 ] && [ "$ms" -lt 5000 ]
+}
+
+echo "building $image"
+if ! docker build --network host -t "$image" . >"$work/build.log" 2>&1; then
+  tail -30 "$work/build.log"
+  failed=1
+  summary
+  exit 1
+fi
+docker volume create "$volume" >/dev/null
+docker run -d --name "$name" --network host -e PORT="$port" -v "$volume:/app/data" "$image" >/dev/null
+
+check "the container starts and /readyz answers 200" ready
+curl -s -D "$work/headers" -o "$work/created" -X POST "$base/users" \
+  -H 'content-type: application/json' -d '{"name":"Docker","email":"docker@example.com"}'
+location=$(grep -i '^location:' "$work/headers" | tr -d '\r' | cut -d' ' -f2)
+check "POST /users creates an element (201, Location)" grep -q '^HTTP/1.1 201' "$work/headers"
+check "the service runs as the non-root node user" test "$(docker exec "$name" sh -c 'id -u; whoami' | tr '\n' ' ')" = "1000 node "
+check "the HEALTHCHECK against /healthz reports healthy" healthy
+check "no TypeScript sources or devDependencies in the image" \
+  docker exec "$name" sh -c '! test -e src && ! test -e node_modules/typescript && ! test -e node_modules/tsx && ! test -e node_modules/uvu'
+check "docker stop ends it with exit code 0 well within the 20 s timeout" stops_cleanly
+
+docker start "$name" >/dev/null
+check "it starts again on the same volume" ready
+check "the element survives the restart" test "$(curl -s "$base$location")" = "$(cat "$work/created")"
+docker stop -t 20 "$name" >/dev/null
+
+docker run --rm --network host -v "$volume:/app/data" "$image" npm run migrate >"$work/migrate.log" 2>&1
+check "a one-off 'npm run migrate' runs against the volume" grep -q 'up to date, nothing to apply' "$work/migrate.log"
+docker run --rm --network host -v "$volume:/app/data" "$image" npm run migrate -- --status >"$work/status.log" 2>&1
+check "'npm run migrate -- --status' lists the applied migrations" grep -q '2 applied, 0 pending' "$work/status.log"
+
+summary

@@ -1,0 +1,257 @@
+// Operations (issue 6): migrate --status, backups before migrating and while serving, failed
+// migrations that change nothing, downgrade refusal, concurrent first starts, graceful shutdown.
+import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { closeDatabase, openDatabase } from '../src/db/client.js';
+import { applyMigrations, MIGRATIONS_FOLDER, MigrationError, migrationStatus } from '../src/db/migrate.js';
+import { userSample } from './fixtures.js';
+import { request, runScript, spawnService, startService, tempDir } from './helpers.js';
+
+/** A copy of the committed migrations folder, cut to the first `keep` entries of its journal. */
+function migrationsCopy(dir: string, keep?: number): string {
+  const folder = join(dir, 'migrations');
+  cpSync(MIGRATIONS_FOLDER, folder, { recursive: true });
+  const journalPath = join(folder, 'meta/_journal.json');
+  const journal = JSON.parse(readFileSync(journalPath, 'utf8'));
+  if (keep !== undefined) journal.entries = journal.entries.slice(0, keep);
+  writeFileSync(journalPath, JSON.stringify(journal));
+  return folder;
+}
+
+function tables(path: string): string[] {
+  const db = new Database(path, { readonly: true });
+  const names = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all() as string[];
+  db.close();
+  return names;
+}
+
+const migrations = suite('migrations as a command');
+
+migrations('`migrate -- --status` lists applied and pending migrations and changes nothing', async () => {
+  const temp = tempDir();
+  const env = { DATABASE_PATH: join(temp.dir, 'status.db') };
+  try {
+    const before = await runScript('cli/migrate.js', env, ['--status']);
+    assert.is(before.code, 0, before.output);
+    assert.match(before.output, /0 applied, 2 pending\npending:\n {2}0000_pet_shop\n {2}0001_idempotency_keys/);
+    assert.equal(tables(env.DATABASE_PATH), []);
+    assert.is((await runScript('cli/migrate.js', env)).code, 0);
+    const after = await runScript('cli/migrate.js', env, ['--status']);
+    assert.match(after.output, /2 applied, 0 pending\napplied:\n {2}0000_pet_shop\n {2}0001_idempotency_keys\n$/);
+  } finally {
+    temp.remove();
+  }
+});
+
+migrations('a database that holds data is backed up before migrating', async () => {
+  const temp = tempDir();
+  const path = join(temp.dir, 'old.db');
+  try {
+    const database = openDatabase(path);
+    await applyMigrations(database, migrationsCopy(temp.dir, 1));
+    database.sqlite.prepare("INSERT INTO users (name, email, created_at, updated_at) VALUES ('Old', 'old@x.io', 'x', 'x')").run();
+    const { applied, backup } = await applyMigrations(database);
+    closeDatabase(database);
+    assert.equal(applied, ['0001_idempotency_keys']);
+    assert.ok(backup && existsSync(backup), 'a backup was taken');
+    assert.match(backup as string, /backups\/old-before-0001_idempotency_keys-.*\.db$/);
+    assert.not.ok(tables(backup as string).includes('restable_idempotency_keys'), 'the backup is from before');
+    const copy = new Database(backup as string, { readonly: true });
+    assert.is(copy.prepare('SELECT email FROM users').pluck().get(), 'old@x.io');
+    copy.close();
+  } finally {
+    temp.remove();
+  }
+});
+
+migrations('a failing migration applies nothing and leaves the database as it was', async () => {
+  const temp = tempDir();
+  const path = join(temp.dir, 'fail.db');
+  try {
+    const database = openDatabase(path);
+    await applyMigrations(database, migrationsCopy(temp.dir, 1));
+    const folder = join(temp.dir, 'migrations');
+    const journal = JSON.parse(readFileSync(join(folder, 'meta/_journal.json'), 'utf8'));
+    const real = JSON.parse(readFileSync(join(MIGRATIONS_FOLDER, 'meta/_journal.json'), 'utf8')).entries[1];
+    journal.entries.push(real, { ...real, idx: 2, when: real.when + 1, tag: '0002_broken' });
+    writeFileSync(join(folder, 'meta/_journal.json'), JSON.stringify(journal));
+    writeFileSync(
+      join(folder, '0002_broken.sql'),
+      'CREATE TABLE half_done (id integer);\n--> statement-breakpoint\nCREATE TABLE users (oops);',
+    );
+    const before = tables(path);
+    try {
+      await applyMigrations(database, folder);
+      assert.unreachable('the broken migration must fail');
+    } catch (error) {
+      assert.instance(error, MigrationError);
+      assert.match((error as Error).message, /^migration failed, nothing was applied: table `?users`? already exists/);
+    }
+    assert.equal(tables(path), before);
+    assert.equal(migrationStatus(database, folder).pending, ['0001_idempotency_keys', '0002_broken']);
+    closeDatabase(database);
+  } finally {
+    temp.remove();
+  }
+});
+
+migrations('the service refuses to start, in one line, on a database from a newer version', async () => {
+  const temp = tempDir();
+  const path = join(temp.dir, 'newer.db');
+  try {
+    const database = openDatabase(path);
+    await applyMigrations(database);
+    database.sqlite.prepare('INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)').run('future', Date.now() + 1e9);
+    closeDatabase(database);
+    const { code, output } = await runScript('main.js', { DATABASE_PATH: path });
+    assert.is(code, 1);
+    assert.match(output, /^restable: the database has 1 migration\(s\) this code does not know .*refusing to start.*\n$/);
+    const migrate = await runScript('cli/migrate.js', { DATABASE_PATH: path });
+    assert.is(migrate.code, 1);
+  } finally {
+    temp.remove();
+  }
+});
+
+migrations('two processes starting together on one empty file end up with one migrated database', async () => {
+  for (let round = 0; round < 3; round++) {
+    const temp = tempDir();
+    const env = { DATABASE_PATH: join(temp.dir, 'race.db') };
+    try {
+      const [a, b] = await Promise.all([spawnService(env), spawnService(env)]);
+      for (const service of [a, b]) {
+        assert.is((await request(service.url, 'GET', '/readyz')).status, 200);
+        assert.is((await request(service.url, 'POST', '/users', { body: userSample() })).status, 201);
+        service.child.kill('SIGTERM');
+        assert.is(await service.exited, 0);
+      }
+      const db = new Database(env.DATABASE_PATH, { readonly: true });
+      assert.is(db.prepare('SELECT count(*) FROM __drizzle_migrations').pluck().get(), 2);
+      assert.is(db.prepare('SELECT count(*) FROM users').pluck().get(), 2);
+      db.close();
+    } finally {
+      temp.remove();
+    }
+  }
+});
+
+migrations.run();
+
+const backups = suite('backups');
+
+backups('`backup` takes a consistent copy while the service is writing', async () => {
+  const temp = tempDir();
+  const env = { DATABASE_PATH: join(temp.dir, 'live.db') };
+  const service = await spawnService(env);
+  try {
+    for (let i = 0; i < 50; i++) await request(service.url, 'POST', '/users', { body: userSample() });
+    let writing = true;
+    const writer = (async () => {
+      let n = 0;
+      while (writing) n += (await request(service.url, 'POST', '/users', { body: userSample() })).status === 201 ? 1 : 0;
+      return n;
+    })();
+    const target = join(temp.dir, 'copy.db');
+    const result = await runScript('cli/backup.js', env, [target]);
+    writing = false;
+    assert.ok((await writer) > 0, 'writes went on during the backup');
+    assert.is(result.code, 0, result.output);
+    assert.match(result.output, /backed up .*live\.db to .*copy\.db \(.* MB, integrity ok\)/);
+    const copy = new Database(target, { readonly: true });
+    assert.is(copy.pragma('integrity_check', { simple: true }), 'ok');
+    assert.ok((copy.prepare('SELECT count(*) FROM users').pluck().get() as number) >= 50);
+    copy.close();
+    const fallback = await runScript('cli/backup.js', env);
+    assert.is(fallback.code, 0);
+    assert.equal(readdirSync(join(temp.dir, 'backups')).length, 1);
+  } finally {
+    service.child.kill('SIGTERM');
+    await service.exited;
+    temp.remove();
+  }
+});
+
+backups.run();
+
+const shutdown = suite('graceful shutdown');
+
+shutdown('SIGTERM during a slow request: it completes, then the process exits 0 with the WAL checkpointed', async () => {
+  const temp = tempDir();
+  const env = { DATABASE_PATH: join(temp.dir, 'stop.db') };
+  const service = await spawnService(env);
+  try {
+    const body = JSON.stringify(userSample());
+    const reply = new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = httpRequest(`${service.url}/users`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+      });
+      req.on('response', (res) => {
+        let text = '';
+        res.on('data', (chunk) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      });
+      req.on('error', reject);
+      req.write(body.slice(0, 10));
+      req.flushHeaders();
+      setTimeout(() => {
+        service.child.kill('SIGTERM');
+        setTimeout(() => req.end(body.slice(10)), 500);
+      }, 300);
+    });
+    const { status, text } = await reply;
+    assert.is(status, 201, text);
+    assert.is(await service.exited, 0);
+    assert.match(service.output(), /stopping: no new connections/);
+    assert.match(service.output(), /stopped: database checkpointed and closed/);
+    assert.not.ok(existsSync(`${env.DATABASE_PATH}-wal`), 'the WAL was checkpointed into the database');
+    const again = await spawnService(env);
+    assert.is((await request(again.url, 'GET', `/users/${JSON.parse(text).id}`)).status, 200);
+    again.child.kill('SIGINT');
+    assert.is(await again.exited, 0);
+  } finally {
+    temp.remove();
+  }
+});
+
+shutdown('while stopping, /readyz answers 503 and connections close after their response', async () => {
+  const service = await startService();
+  try {
+    assert.is((await service.request('GET', '/readyz')).status, 200);
+    service.app.beginShutdown();
+    const reply = await service.request('GET', '/readyz');
+    assert.is(reply.status, 503);
+    assert.match(reply.body.detail, /shutting down/);
+    assert.is(reply.headers.get('connection'), 'close');
+  } finally {
+    await service.close();
+  }
+});
+
+shutdown('start-up logs the address, the database path and the applied migrations', async () => {
+  const temp = tempDir();
+  const env = { DATABASE_PATH: join(temp.dir, 'log.db') };
+  const service = await spawnService(env);
+  try {
+    const lines = service
+      .output()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    const migrated = lines.find((l) => l.msg === 'applied 2 migration(s)');
+    assert.equal(migrated?.applied, ['0000_pet_shop', '0001_idempotency_keys']);
+    const listening = lines.find((l) => /^restable listening on/.test(l.msg));
+    assert.is(listening?.database, env.DATABASE_PATH);
+    assert.match(listening?.address, /^http:\/\/127\.0\.0\.1:\d+$/);
+  } finally {
+    service.child.kill('SIGTERM');
+    await service.exited;
+    temp.remove();
+  }
+});
+
+shutdown.run();
