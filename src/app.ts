@@ -112,11 +112,12 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
     onError: onError as never,
     onNoMatch: (req, res) => onError(new ApiError('notFound', `Nothing is served at ${req.path}.`), req, res),
   });
-  app.use((_req, res, next) => {
+  const requestLog = createRequestLogger(logger);
+  const onRequest = (req: Parameters<typeof requestLog>[0], res: Parameters<typeof requestLog>[1]) => {
     if (shuttingDown) res.setHeader('Connection', 'close');
-    next();
-  });
-  app.use(...(createGuards(config, createRequestLogger(logger) as never) as never[]));
+    requestLog(req, res);
+  };
+  app.use(...(createGuards(config, onRequest) as never[]));
   const assets = createDocsAssets();
   app.get('/docs/init.js', (_req, res) => sendText(res, 'text/javascript', DOCS_INIT, { 'Content-Security-Policy': DOCS_CSP }));
   app.use(DOCS_ASSETS, (req, res, next) => {

@@ -1,12 +1,21 @@
 // Pure conditional-request rules: the strong ETag of a representation and the evaluation of
 // If-Match / If-None-Match (RFC 9110 §13). It decides; the router and repository act on it.
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { ApiError } from './errors.js';
 
-/** A strong entity tag for a JSON body: a hash of its exact bytes, so any change changes it. */
+/** SHA-1 of a string as base64url: the one-shot crypto.hash where Node has it (≥ 20.12), else a Hash. */
+const sha1: (text: string) => string =
+  typeof crypto.hash === 'function'
+    ? (text) => crypto.hash('sha1', text, 'base64url')
+    : (text) => crypto.createHash('sha1').update(text).digest('base64url');
+
+/**
+ * A strong entity tag for a JSON body: a hash of its exact bytes, so any change changes it.
+ * SHA-1 is ample against accidental collisions (an ETag is not a security boundary) and cheap.
+ */
 export function etagOf(body: string): string {
-  return `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
+  return `"${sha1(body)}"`;
 }
 
 /** The ETag of a row as element responses serialize it. */

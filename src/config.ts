@@ -74,6 +74,12 @@ export const VARIABLES = {
     schema: positiveInt,
   },
   requestTimeoutMs: { env: 'REQUEST_TIMEOUT_MS', default: '30000', doc: 'time a client has to send a whole request', schema: positiveInt },
+  workers: {
+    env: 'WORKERS',
+    default: '1',
+    doc: 'processes serving the same port and database (node:cluster); reads scale with cores',
+    schema: z.coerce.number().int().min(1).max(64),
+  },
   shutdownTimeoutMs: {
     env: 'SHUTDOWN_TIMEOUT_MS',
     default: '10000',

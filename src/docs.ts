@@ -3,8 +3,8 @@
 import { createRequire } from 'node:module';
 import sirv from 'sirv';
 
-const require = createRequire(import.meta.url);
-const { getAbsoluteFSPath } = require('swagger-ui-dist') as { getAbsoluteFSPath: () => string };
+// Only the path helper: the package's index would load the whole Swagger UI bundle into the server.
+const getAbsoluteFSPath = createRequire(import.meta.url)('swagger-ui-dist/absolute-path.js') as () => string;
 
 /** Where the Swagger UI files are served from. */
 export const DOCS_ASSETS = '/docs/assets';

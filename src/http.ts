@@ -109,6 +109,8 @@ export function sendText(res: ServerResponse, type: string, body: string, header
  * @see https://www.rfc-editor.org/rfc/rfc9110#section-12.5.1
  */
 export function accepts(req: IncomingMessage, type: string): boolean {
+  const accept = req.headers.accept;
+  if (accept === undefined || accept === '*/*' || accept === type) return true; // the common cases, without parsing
   return new Negotiator(req).mediaType([type, `${type}; charset=utf-8`]) !== undefined;
 }
 

@@ -1,30 +1,42 @@
-// Boot only: config → open db → migrate → create app → listen; and the graceful stop on
-// SIGTERM/SIGINT. A start-up failure prints one line and exits 1; nothing else calls process.exit.
+// Boot only: config → open db → migrate → create app → listen; the graceful stop on SIGTERM/SIGINT;
+// with WORKERS > 1, a cluster primary that migrates once and supervises the serving workers.
+// A start-up failure prints one line and exits 1; nothing else in src/ calls process.exit.
+import cluster from 'node:cluster';
+import type { Logger } from 'pino';
 import { createApp } from './app.js';
-import { ConfigError, parseConfig } from './config.js';
+import { type Config, ConfigError, parseConfig } from './config.js';
 import { closeDatabase, openDatabase } from './db/client.js';
 import { applyMigrations, MigrationError } from './db/migrate.js';
 import { createLogger } from './logger.js';
 import { RegistryError } from './resources.js';
 import { createHttpServer } from './server.js';
 
-async function start(): Promise<void> {
-  const config = parseConfig();
-  const logger = createLogger(config);
+/** Opens the database and applies pending migrations, logging what was applied. */
+async function migrate(config: Config, logger: Logger) {
   const database = openDatabase(config.databasePath);
-  let app: ReturnType<typeof createApp>;
   try {
     const { applied, backup } = await applyMigrations(database);
     logger.info(
       { database: config.databasePath, applied, backup },
       applied.length ? `applied ${applied.length} migration(s)` : 'database is up to date',
     );
+    return database;
+  } catch (error) {
+    closeDatabase(database);
+    throw error;
+  }
+}
+
+/** Serves HTTP in this process until told to stop (a signal, or the cluster primary). */
+async function serve(config: Config, logger: Logger): Promise<void> {
+  const database = await migrate(config, logger);
+  let app: ReturnType<typeof createApp>;
+  try {
     app = createApp({ database, config, logger });
   } catch (error) {
     closeDatabase(database);
     throw error;
   }
-
   const server = createHttpServer(app.handler, config);
   server.listen(config.port, config.host, () => {
     const address = server.address();
@@ -37,14 +49,14 @@ async function start(): Promise<void> {
    * checkpoint the WAL, close the database and exit 0. A second signal stops at once.
    */
   let stopping = false;
-  const stop = (signal: string) => {
+  const stop = (reason: string) => {
     if (stopping) {
-      logger.warn({ signal }, 'second signal: stopping now, dropping requests in flight');
+      logger.warn({ reason }, 'second signal: stopping now, dropping requests in flight');
       closeDatabase(database);
       process.exit(1);
     }
     stopping = true;
-    logger.info({ signal, graceMs: config.shutdownTimeoutMs }, 'stopping: no new connections, finishing requests in flight');
+    logger.info({ reason, graceMs: config.shutdownTimeoutMs }, 'stopping: no new connections, finishing requests in flight');
     app.beginShutdown();
     const force = setTimeout(() => {
       logger.warn('requests still in flight after the grace period; closing their connections');
@@ -55,16 +67,55 @@ async function start(): Promise<void> {
       app.close();
       closeDatabase(database);
       logger.info('stopped: database checkpointed and closed');
-      logger.flush?.();
       process.exitCode = 0;
+      if (cluster.isWorker) process.disconnect();
     });
     server.closeIdleConnections();
+  };
+  if (cluster.isWorker) {
+    // The primary coordinates stopping; a terminal's Ctrl-C also reaches workers, so ignore it here.
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => {});
+    process.on('message', (message) => message === 'shutdown' && stop('primary'));
+    process.on('disconnect', () => stopping || stop('primary gone'));
+  } else {
+    process.on('SIGINT', () => stop('SIGINT'));
+    process.on('SIGTERM', () => stop('SIGTERM'));
+  }
+}
+
+/** The cluster primary: migrates once, forks the workers, replaces crashed ones, stops them all. */
+async function supervise(config: Config, logger: Logger): Promise<void> {
+  closeDatabase(await migrate(config, logger));
+  let stopping = false;
+  cluster.on('exit', (worker, code, signal) => {
+    if (!stopping) {
+      logger.error({ pid: worker.process.pid, code, signal }, 'a worker died; starting another');
+      cluster.fork();
+    } else if (Object.keys(cluster.workers ?? {}).length === 0) {
+      logger.info('all workers stopped');
+      process.exitCode = 0;
+    }
+  });
+  for (let i = 0; i < config.workers; i++) cluster.fork();
+  logger.info({ workers: config.workers }, `started ${config.workers} workers`);
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'stopping the workers');
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.send('shutdown');
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
 }
 
-start().catch((error: unknown) => {
+async function main(): Promise<void> {
+  const config = parseConfig();
+  const logger = createLogger(config).child(cluster.isWorker ? { worker: cluster.worker?.id } : {});
+  if (config.workers > 1 && cluster.isPrimary) return supervise(config, logger);
+  return serve(config, logger);
+}
+
+main().catch((error: unknown) => {
   if (!(error instanceof ConfigError || error instanceof RegistryError || error instanceof MigrationError)) throw error;
   console.error(`restable: ${error.message}`);
   process.exit(1);

@@ -30,8 +30,8 @@ export interface ListQuery {
   /** Sort-key values of the last row of the previous page. */
   after?: unknown[];
   count: boolean;
-  /** Binds cursors to this collection, order and filter set. */
-  fingerprint: string;
+  /** Binds cursors to this collection, order and filter set (computed only when a cursor is made or read). */
+  fingerprint: () => string;
 }
 
 export type RawQuery = Record<string, string | string[] | undefined>;
@@ -157,10 +157,10 @@ export function encodeCursor(query: ListQuery, row: Record<string, unknown>): st
     const value = row[field.key];
     return value instanceof Date ? value.toISOString() : value;
   });
-  return Buffer.from(JSON.stringify({ q: query.fingerprint, v: values })).toString('base64url');
+  return Buffer.from(JSON.stringify({ q: query.fingerprint(), v: values })).toString('base64url');
 }
 
-function parseCursor(raw: string, sort: SortKey[], fingerprint: string): unknown[] {
+function parseCursor(raw: string, sort: SortKey[], fingerprint: () => string): unknown[] {
   let decoded: unknown;
   try {
     decoded = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
@@ -169,7 +169,7 @@ function parseCursor(raw: string, sort: SortKey[], fingerprint: string): unknown
   }
   const { q, v } = (decoded ?? {}) as { q?: unknown; v?: unknown };
   if (typeof q !== 'string' || !Array.isArray(v) || v.length !== sort.length) throw bad('cursor', 'is not a cursor this service issued');
-  if (q !== fingerprint) throw bad('cursor', 'belongs to another collection, order or filter; start again without it');
+  if (q !== fingerprint()) throw bad('cursor', 'belongs to another collection, order or filter; start again without it');
   return sort.map(({ field }, i) => {
     const value = v[i];
     if (value === null && !field.column.notNull) return null;
@@ -205,7 +205,8 @@ export function parseListQuery(resource: Resource, query: RawQuery, scope = ''):
   const filters = Object.entries(query)
     .filter(([name]) => !(RESERVED as readonly string[]).includes(name))
     .flatMap(([name, value]) => [value ?? ''].flat().map((raw) => attempt(() => parseFilter(resource, name, raw))));
-  const fingerprint = fingerprintOf(resource, scope, query);
+  let memo: string | undefined;
+  const fingerprint = () => (memo ??= fingerprintOf(resource, scope, query));
   const after =
     query.cursor === undefined || !sort ? undefined : attempt(() => parseCursor(single('cursor', query.cursor), sort, fingerprint));
   if (errors.length > 0) {

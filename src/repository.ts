@@ -1,6 +1,6 @@
 // Data access for one resource kind: list / get / create / replace / patch / remove over drizzle.
 // It maps SQLite's constraint errors to ApiErrors (once, here) and knows nothing of HTTP.
-import { and, asc, count, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, lte, or, type SQL, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, gte, inArray, is, isNotNull, isNull, lt, lte, or, SQL, sql } from 'drizzle-orm';
 import type { SQLiteColumn } from 'drizzle-orm/sqlite-core';
 import type { Db } from './db/client.js';
 import { ApiError } from './errors.js';
@@ -63,59 +63,102 @@ function constrainedFields(resource: Resource, message: string): string[] {
   return columns.map((c) => resource.fieldOfColumn.get(c.trim().split('.')[1] ?? '') ?? '').filter(Boolean);
 }
 
-/** One filter as SQL; values are always bound parameters. `ne` is null-safe (IS NOT). */
-function toCondition({ field: { column }, op, value }: Filter): SQL | undefined {
+/**
+ * Collects the parameters of a statement being built: each value becomes a named placeholder,
+ * encoded for its column (booleans, dates, JSON) the way drizzle would, null left as null.
+ */
+class Binder {
+  readonly params: Record<string, unknown> = {};
+  private n = 0;
+  bind(value: unknown, column: SQLiteColumn): SQL.Aliased | ReturnType<typeof sql.placeholder> {
+    const name = `p${this.n++}`;
+    this.params[name] = value === null ? null : column.mapToDriverValue(value);
+    return sql.placeholder(name);
+  }
+}
+
+/** One filter as SQL over placeholders. `ne` is null-safe (IS NOT); `contains`/`startsWith` are literal. */
+function toCondition({ field: { column }, op, value }: Filter, b: Binder): SQL | undefined {
   switch (op) {
     case 'eq':
-      return eq(column, value);
+      return eq(column, b.bind(value, column));
     case 'ne':
-      return sql`${column} IS NOT ${sql.param(value, column)}`;
+      return sql`${column} IS NOT ${b.bind(value, column)}`;
     case 'gt':
-      return gt(column, value);
+      return gt(column, b.bind(value, column));
     case 'gte':
-      return gte(column, value);
+      return gte(column, b.bind(value, column));
     case 'lt':
-      return lt(column, value);
+      return lt(column, b.bind(value, column));
     case 'lte':
-      return lte(column, value);
+      return lte(column, b.bind(value, column));
     case 'in':
-      return inArray(column, value as unknown[]);
+      return inArray(
+        column,
+        (value as unknown[]).map((v) => b.bind(v, column)),
+      );
     case 'contains':
-      return sql`instr(${column}, ${value}) > 0`;
-    case 'startsWith':
-      return sql`substr(${column}, 1, length(${value})) = ${value}`;
+      return sql`instr(${column}, ${b.bind(value, column)}) > 0`;
+    case 'startsWith': {
+      const prefix = b.bind(value, column);
+      return sql`substr(${column}, 1, length(${prefix})) = ${prefix}`;
+    }
     case 'null':
       return value ? isNull(column) : isNotNull(column);
   }
 }
 
 /** Rows strictly after `value` in the key's order (SQLite sorts NULL first ascending, last descending). */
-function strictlyAfter({ field: { column }, descending }: SortKey, value: unknown): SQL | undefined {
+function strictlyAfter({ field: { column }, descending }: SortKey, value: unknown, b: Binder): SQL | undefined {
   if (value === null) return descending ? sql`0` : isNotNull(column);
-  return descending ? or(lt(column, value), isNull(column)) : gt(column, value);
+  const bound = b.bind(value, column);
+  return descending ? or(lt(column, bound), isNull(column)) : gt(column, bound);
 }
 
 /**
  * The keyset predicate "after the cursor row" for a total order: a row-value comparison when it
  * can use an index (one direction, no NULLs), else the expanded OR of prefixes.
  */
-function afterCursor(sort: SortKey[], values: unknown[]): SQL | undefined {
+function afterCursor(sort: SortKey[], values: unknown[], b: Binder): SQL | undefined {
   const first = sort[0] as SortKey;
-  const simple = sort.every((k, i) => k.descending === first.descending && values[i] !== null);
-  if (simple) {
+  if (sort.every((k, i) => k.descending === first.descending && values[i] !== null)) {
     const columns = sql.join(
       sort.map((k) => sql`${k.field.column}`),
       sql`, `,
     );
     const params = sql.join(
-      sort.map((k, i) => sql.param(values[i], k.field.column)),
+      sort.map((k, i) => b.bind(values[i], k.field.column)),
       sql`, `,
     );
     return first.descending ? sql`(${columns}) < (${params})` : sql`(${columns}) > (${params})`;
   }
-  const sameUpTo = (i: number) => sort.slice(0, i).map((k, j) => sql`${k.field.column} IS ${sql.param(values[j], k.field.column)}`);
-  return or(...sort.map((key, i) => and(...sameUpTo(i), strictlyAfter(key, values[i]))));
+  return or(
+    ...sort.map((key, i) =>
+      and(
+        ...sort.slice(0, i).map((k, j) => sql`${k.field.column} IS ${b.bind(values[j], k.field.column)}`),
+        strictlyAfter(key, values[i], b),
+      ),
+    ),
+  );
 }
+
+/**
+ * What makes two list queries the same prepared statement: fields, operators, list lengths,
+ * null tests, scope, order and which cursor values are null (values themselves are parameters).
+ */
+function shapeOf(query: ListQuery, scope: Scope | undefined, counting: boolean): string {
+  const filters = query.filters.map(
+    ({ field, op, value }) => `${field.key}:${op}${op === 'in' ? (value as unknown[]).length : op === 'null' ? value : ''}`,
+  );
+  const parts = [filters.join(','), scope ? `scope:${scope.field}` : ''];
+  if (counting) return `count|${parts.join('|')}`;
+  const order = query.sort.map((k) => `${k.descending ? '-' : ''}${k.field.key}`).join(',');
+  const cursor = query.after ? query.after.map((v) => (v === null ? 'n' : 'v')).join('') : '';
+  return `rows|${parts.join('|')}|${order}|${cursor}`;
+}
+
+/** Prepared statements per query shape; bounded, since clients choose the shapes. */
+const MAX_CACHED_SHAPES = 256;
 
 export function createRepository(db: Db, resource: Resource): Repository {
   const { table } = resource;
@@ -135,6 +178,53 @@ export function createRepository(db: Db, resource: Resource): Repository {
     .from(table)
     .where(eq(pk, sql.placeholder('id')))
     .prepare();
+
+  /** The values of `fields` as placeholders named by their keys (encoded by `encode`). */
+  const placeholders = (fields: Field[]) => Object.fromEntries(fields.map((f) => [f.key, sql.placeholder(f.key)]));
+  const encode = (fields: Field[], row: Row) =>
+    Object.fromEntries(
+      fields.map(({ key, column }) => [key, row[key] === null || row[key] === undefined ? null : column.mapToDriverValue(row[key])]),
+    );
+
+  /** Columns an INSERT sets: all but a key the database assigns. */
+  const inserted = resource.fields.filter((f) => f !== resource.primaryKey || !resource.serverAssigned.has(f.key));
+  const updated = [...writable, ...stampedOnUpdate];
+  /** A prepared INSERT needs every default computable here; an SQL-expression default is left to SQLite. */
+  const sqlDefault = writable.some(({ column }) => is(column.default, SQL));
+  const insertRow = db.insert(table).values(placeholders(inserted)).returning().prepare();
+  const updateRow = db
+    .update(table)
+    .set(placeholders(updated))
+    .where(eq(pk, sql.placeholder('__id')))
+    .returning()
+    .prepare();
+  const deleteRow = db
+    .delete(table)
+    .where(eq(pk, sql.placeholder('id')))
+    .prepare();
+  const parentExists = new Map(
+    resource.foreignKeys.map(({ field, parent }) => [
+      field,
+      db
+        .select({ one: sql`1` })
+        .from(parent.table)
+        .where(eq(parent.primaryKey.column, sql.placeholder('id')))
+        .prepare(),
+    ]),
+  );
+  const listStatements = new Map<string, { all: (params: Record<string, unknown>) => Row[] }>();
+  const countStatements = new Map<string, { get: (params: Record<string, unknown>) => { n: number } | undefined }>();
+
+  /** The statement of a shape, prepared on first use (the cache is reset when it is full). */
+  function cached<T>(cache: Map<string, T>, shape: string, prepare: () => T): T {
+    let statement = cache.get(shape);
+    if (!statement) {
+      if (cache.size >= MAX_CACHED_SHAPES) cache.clear();
+      statement = prepare();
+      cache.set(shape, statement);
+    }
+    return statement;
+  }
 
   /** Runs `work` in an IMMEDIATE transaction and maps constraint failures to client errors. */
   function write<T>(action: 'write' | 'remove', work: () => T): T {
@@ -186,7 +276,7 @@ export function createRepository(db: Db, resource: Resource): Repository {
       .filter(({ field, parent }) => {
         const value = row[field];
         if (value === null || value === undefined) return false;
-        return !db.select({ one: sql`1` }).from(parent.table).where(eq(parent.primaryKey.column, value)).get();
+        return !parentExists.get(field)?.get({ id: parent.primaryKey.column.mapToDriverValue(value) });
       })
       .map(({ field, parent }) => ({ path: field, message: `names no ${parent.name} element` }));
     if (errors.length > 0) throw new ApiError('unprocessable', 'A reference points at an element that does not exist.', { errors });
@@ -213,40 +303,44 @@ export function createRepository(db: Db, resource: Resource): Repository {
     return write('write', () => {
       const row = withDefaults(toRow(current(id, check)));
       checkReferences(row);
-      return db
-        .update(table)
-        .set({ ...row, ...stamps(stampedOnUpdate) })
-        .where(eq(pk, id))
-        .returning()
-        .get() as Row;
+      return updateRow.get({ ...encode(updated, { ...row, ...stamps(stampedOnUpdate) }), __id: id }) as Row;
     });
   }
 
   return {
     list(query, scope) {
+      const b = new Binder();
       const column = (key: string) => resource.fields.find((f) => f.key === key)?.column as SQLiteColumn;
-      const filters = and(...query.filters.map(toCondition), scope && eq(column(scope.field), scope.value));
-      const position = query.after && afterCursor(query.sort, query.after);
+      const filters = and(
+        ...query.filters.map((f) => toCondition(f, b)),
+        scope && eq(column(scope.field), b.bind(scope.value, column(scope.field))),
+      );
+      const filterParams = { ...b.params };
+      const position = query.after && afterCursor(query.sort, query.after, b);
       const order = query.sort.map(({ field, descending }) => (descending ? desc(field.column) : asc(field.column)));
-      const rows = db
-        .select()
-        .from(table)
-        .where(and(filters, position))
-        .orderBy(...order)
-        .limit(query.limit + 1)
-        .all();
-      const total = query.count ? (db.select({ n: count() }).from(table).where(filters).get()?.n ?? 0) : undefined;
+      const rows = cached(listStatements, shapeOf(query, scope, false), () =>
+        db
+          .select()
+          .from(table)
+          .where(and(filters, position))
+          .orderBy(...order)
+          .limit(sql.placeholder('limit'))
+          .prepare(),
+      ).all({ ...b.params, limit: query.limit + 1 });
+      const total = query.count
+        ? (cached(countStatements, shapeOf(query, scope, true), () => db.select({ n: count() }).from(table).where(filters).prepare()).get(
+            filterParams,
+          )?.n ?? 0)
+        : undefined;
       return { rows: rows.slice(0, query.limit), more: rows.length > query.limit, total };
     },
     get: (id) => byId.get({ id }),
     create(row) {
       return write('write', () => {
         checkReferences(row);
-        return db
-          .insert(table)
-          .values({ ...row, ...stamps(stampedOnCreate) })
-          .returning()
-          .get() as Row;
+        const stamped = { ...row, ...stamps(stampedOnCreate) };
+        if (sqlDefault) return db.insert(table).values(stamped).returning().get() as Row;
+        return insertRow.get(encode(inserted, { ...stamped, ...withDefaults(row) })) as Row;
       });
     },
     replace: (id, body, check) => update(id, (row) => toReplacementRow(resource, body, row), check),
@@ -254,7 +348,7 @@ export function createRepository(db: Db, resource: Resource): Repository {
     remove(id, check) {
       write('remove', () => {
         current(id, check);
-        db.delete(table).where(eq(pk, id)).run();
+        deleteRow.run({ id });
       });
     },
   };

@@ -255,3 +255,29 @@ shutdown('start-up logs the address, the database path and the applied migration
 });
 
 shutdown.run();
+
+const workers = suite('WORKERS=2 (node:cluster)');
+
+workers('two workers share the port and the file: concurrent writes all succeed, then a clean stop', async () => {
+  const temp = tempDir();
+  const env = { DATABASE_PATH: join(temp.dir, 'cluster.db'), WORKERS: '2' };
+  const service = await spawnService(env);
+  try {
+    const made = await request(service.url, 'POST', '/users', { body: userSample() });
+    const writes = await Promise.all([
+      ...Array.from({ length: 60 }, () => request(service.url, 'POST', '/users', { body: userSample() })),
+      ...Array.from({ length: 20 }, (_, i) => request(service.url, 'PATCH', `/users/${made.body.id}`, { body: { name: `n${i}` } })),
+    ]);
+    assert.equal([...new Set(writes.map((w) => w.status))].sort(), [200, 201]);
+    const count = await request(service.url, 'GET', '/users?count=true&limit=1');
+    assert.is(count.headers.get('x-total-count'), '61');
+    service.child.kill('SIGTERM');
+    assert.is(await service.exited, 0);
+    assert.match(service.output(), /started 2 workers/);
+    assert.is(service.output().match(/stopped: database checkpointed and closed/g)?.length, 2);
+  } finally {
+    temp.remove();
+  }
+});
+
+workers.run();

@@ -213,11 +213,11 @@ test('garbage and forged cursors are 400s', () => {
     '',
     '%%%',
     forge(null),
-    forge({ q: query.fingerprint }),
-    forge({ q: query.fingerprint, v: ['x'] }),
-    forge({ q: query.fingerprint, v: [1, 2] }),
-    forge({ q: query.fingerprint, v: [{}] }),
-    forge({ q: query.fingerprint, v: [1.5] }),
+    forge({ q: query.fingerprint() }),
+    forge({ q: query.fingerprint(), v: ['x'] }),
+    forge({ q: query.fingerprint(), v: [1, 2] }),
+    forge({ q: query.fingerprint(), v: [{}] }),
+    forge({ q: query.fingerprint(), v: [1.5] }),
   ]) {
     assert.equal(
       rejected(users, { cursor }).map((e) => e.path),
@@ -225,7 +225,7 @@ test('garbage and forged cursors are 400s', () => {
       cursor,
     );
   }
-  assert.equal(parseListQuery(users, { cursor: forge({ q: query.fingerprint, v: [3] }) }).after, [3]);
+  assert.equal(parseListQuery(users, { cursor: forge({ q: query.fingerprint(), v: [3] }) }).after, [3]);
 });
 
 test.run();

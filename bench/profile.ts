@@ -1,0 +1,79 @@
+// Profiles the compiled service under one benchmark scenario: runs it with `node --cpu-prof`, loads
+// it with autocannon, and prints where the CPU went (self time by package and by function).
+// Usage: npm run build && tsx bench/profile.ts [--path /users/1] [--method GET] [--body '{…}'] [--seconds 5]
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import autocannon from 'autocannon';
+import { closeDatabase, openDatabase } from '../src/db/client.js';
+import { applyMigrations } from '../src/db/migrate.js';
+
+const { values: args } = parseArgs({
+  options: {
+    path: { type: 'string', default: '/users/1' },
+    method: { type: 'string', default: 'GET' },
+    body: { type: 'string' },
+    seconds: { type: 'string', default: '5' },
+    rows: { type: 'string', default: '1000' },
+  },
+});
+const dir = mkdtempSync(join(tmpdir(), 'restable-profile-'));
+const database = openDatabase(join(dir, 'app.db'));
+await applyMigrations(database);
+const insert = database.sqlite.prepare("INSERT INTO users (name, email, created_at, updated_at) VALUES (?, ?, 'x', 'x')");
+database.sqlite.transaction(() => {
+  for (let i = 1; i <= Number(args.rows); i++) insert.run(`user ${i}`, `user${i}@example.com`);
+})();
+closeDatabase(database);
+
+const child = spawn('taskset', ['-c', '1', process.execPath, '--cpu-prof', `--cpu-prof-dir=${dir}`, 'dist/main.js'], {
+  env: { PATH: process.env.PATH, DATABASE_PATH: join(dir, 'app.db'), PORT: '39199', LOG_LEVEL: 'warn' },
+  stdio: ['ignore', 'ignore', 'inherit'],
+});
+await new Promise((r) => setTimeout(r, 1000));
+let n = 0;
+const result = await autocannon({
+  url: 'http://127.0.0.1:39199',
+  connections: 10,
+  duration: Number(args.seconds),
+  requests: [
+    {
+      setupRequest: (req) => ({
+        ...req,
+        method: args.method as 'GET',
+        path: args.path as string,
+        ...(args.body ? { headers: { 'content-type': 'application/json' }, body: (args.body as string).replace('$n', String(++n)) } : {}),
+      }),
+    },
+  ],
+});
+console.log(`${Math.round(result.requests.average)} req/s, ${result.non2xx} non-2xx`);
+await new Promise((resolve) => child.once('exit', resolve).kill('SIGTERM'));
+
+interface Node {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  hitCount: number;
+}
+const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile')) as string;
+const profile = JSON.parse(readFileSync(join(dir, file), 'utf8')) as { nodes: Node[] };
+const total = profile.nodes.reduce((sum, node) => sum + node.hitCount, 0);
+const tally = (key: (node: Node) => string) => {
+  const sums = new Map<string, number>();
+  for (const node of profile.nodes) sums.set(key(node), (sums.get(key(node)) ?? 0) + node.hitCount);
+  return [...sums].sort((a, b) => b[1] - a[1]);
+};
+const where = ({ callFrame: { url } }: Node) =>
+  /node_modules\/((@[^/]+\/)?[^/]+)/.exec(url)?.[1] ??
+  (url.includes('/dist/') ? `restable ${url.split('/dist/')[1]}` : url.startsWith('node:') ? url : url || '(native/gc/idle)');
+const pct = (hits: number) => `${((100 * hits) / total).toFixed(1).padStart(5)}%`;
+console.log('\nself time by package/file:');
+for (const [name, hits] of tally(where).slice(0, 18)) console.log(`${pct(hits)}  ${name}`);
+console.log('\nself time by function:');
+for (const [name, hits] of tally(
+  (node) => `${node.callFrame.functionName || '(anonymous)'}  ${where(node)}:${node.callFrame.lineNumber + 1}`,
+).slice(0, 25)) {
+  console.log(`${pct(hits)}  ${name}`);
+}
