@@ -171,7 +171,7 @@ function peakRss(pid: number): number {
 
 async function waitUntilServing(url: string, child: ChildProcess): Promise<void> {
   for (let i = 0; i < 200; i++) {
-    if (child.exitCode !== null) throw new Error(`${url}: server exited with ${child.exitCode}`);
+    if (child.exitCode !== null) throw new Error(`${url}: the server exited with ${child.exitCode} before serving`);
     try {
       if ((await fetch(`${url}/users/1`)).ok) return;
     } catch {}
@@ -210,10 +210,13 @@ async function measure(spec: ServerSpec, scenario: Scenario, seedDir: string, po
       failures: result.errors + result.timeouts + result.non2xx,
     };
   } finally {
-    const exited = new Promise((resolve) => child.once('exit', resolve));
+    const exited = new Promise((resolve) => (child.exitCode !== null ? resolve(null) : child.once('exit', resolve)));
     child.kill('SIGTERM');
     await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
-    if (child.exitCode === null) child.kill('SIGKILL');
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await exited;
+    }
     rmSync(data, { recursive: true, force: true });
   }
 }
@@ -239,8 +242,8 @@ async function main(): Promise<void> {
     for (const scenario of scenarios) {
       // Alternate the order every round (A B C, B C A, …) so that drift of a noisy machine cancels out.
       const order = servers.map((_, i) => servers[(i + round) % servers.length] as ServerSpec);
-      for (const [i, spec] of order.entries()) {
-        const m = await measure(spec, scenario, seedDir, 39100 + i);
+      for (const spec of order) {
+        const m = await measure(spec, scenario, seedDir, 39100 + (done % 500));
         const key = `${scenario.name}|${spec.name}`;
         results.set(key, [...(results.get(key) ?? []), m]);
         process.stderr.write(
@@ -304,6 +307,11 @@ function writeReport(servers: ServerSpec[], scenarios: Scenario[], results: Map<
   const report = `${lines.join('\n')}\n`;
   writeFileSync(resolve(ROOT, args.out as string), report);
   console.log(`\n${report}`);
+  const failures = [...results.values()].flat().reduce((sum, m) => sum + m.failures, 0);
+  if (failures > 0) {
+    console.error(`bench: ${failures} requests failed (errors, timeouts or non-2xx); the figures above are not valid`);
+    process.exitCode = 1;
+  }
 }
 
 await main();
