@@ -52,9 +52,10 @@ const SERVERS: ServerSpec[] = [
     name: 'restable',
     kind: 'restable',
     pin: true,
+    // synchronous=NORMAL like the floor, so both do the same work per commit.
     command: (data, port) => ({
       argv: ['dist/main.js'],
-      env: { DATABASE_PATH: join(data, 'app.db'), PORT: String(port), LOG_LEVEL: 'warn' },
+      env: { DATABASE_PATH: join(data, 'app.db'), PORT: String(port), LOG_LEVEL: 'warn', DATABASE_SYNCHRONOUS: 'NORMAL' },
     }),
   },
   {
@@ -78,7 +79,7 @@ const SERVERS: ServerSpec[] = [
     pin: false,
     command: (data, port) => ({
       argv: ['dist/main.js'],
-      env: { DATABASE_PATH: join(data, 'app.db'), PORT: String(port), LOG_LEVEL: 'warn', WORKERS: '2' },
+      env: { DATABASE_PATH: join(data, 'app.db'), PORT: String(port), LOG_LEVEL: 'warn', WORKERS: '2', DATABASE_SYNCHRONOUS: 'NORMAL' },
     }),
   },
 ];

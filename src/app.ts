@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import polka, { type Polka, type Request } from 'polka';
 import type { Config } from './config.js';
 import type { DatabaseHandle } from './db/client.js';
+import { probeWrite } from './db/client.js';
 import { MIGRATIONS_FOLDER, migrationStatus } from './db/migrate.js';
 import * as defaultSchema from './db/schema.js';
 import { createDocsAssets, DOCS_ASSETS, DOCS_CSP, DOCS_HTML, DOCS_INIT } from './docs.js';
@@ -62,9 +63,16 @@ function serviceEndpoint(
 }
 
 /** Why the service cannot serve, or undefined when it can. */
-function notReadyReason(database: DatabaseHandle, migrationsFolder: string, shuttingDown: boolean): string | undefined {
+function notReadyReason(
+  database: DatabaseHandle,
+  migrationsFolder: string,
+  shuttingDown: boolean,
+  writeFailure: () => string | undefined,
+): string | undefined {
   if (shuttingDown) return 'the service is shutting down';
   if (!database.sqlite.open) return 'the database is closed';
+  const failure = writeFailure();
+  if (failure) return `writes are failing (${failure}); reads still work`;
   const { pending } = migrationStatus(database, migrationsFolder);
   return pending.length > 0 ? `${pending.length} migration(s) pending: ${pending.join(', ')}` : undefined;
 }
@@ -73,6 +81,12 @@ function notReadyReason(database: DatabaseHandle, migrationsFolder: string, shut
 export function createApp({ database, config, logger, schema = defaultSchema, migrationsFolder = MIGRATIONS_FOLDER }: AppOptions): App {
   const registry = createRegistry(schema);
   let shuttingDown = false;
+  /** Why writes last failed (disk full, read-only file system…); cleared once a probe write succeeds. */
+  let writeFailure: string | undefined;
+  const currentWriteFailure = () => {
+    if (writeFailure && probeWrite(database) === undefined) writeFailure = undefined;
+    return writeFailure;
+  };
   const services: ReturnType<typeof serviceEndpoint>[] = [
     serviceEndpoint('/', 'The API index: every resource kind and the service links', ({ res }) =>
       sendJson(res, 200, {
@@ -82,7 +96,7 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
     ),
     serviceEndpoint('/healthz', '200 while the process serves', ({ res }) => sendJson(res, 200, { status: 'ok' })),
     serviceEndpoint('/readyz', '200 when the database is open and migrated, else 503', ({ res }) => {
-      const reason = notReadyReason(database, migrationsFolder, shuttingDown);
+      const reason = notReadyReason(database, migrationsFolder, shuttingDown, currentWriteFailure);
       if (reason) throw new ApiError('unavailable', `Not ready: ${reason}.`);
       sendJson(res, 200, { status: 'ready' });
     }),
@@ -104,6 +118,7 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
 
   const onError = (error: unknown, req: Request, res: Exchange['res']) => {
     const problem = toProblem(error, req.path ?? req.url);
+    if (error instanceof ApiError && error.code === 'unavailable' && error.cause instanceof Error) writeFailure = error.cause.message;
     if (problem.unexpected)
       logger.error({ err: error, requestId: (req as { id?: string }).id, method: req.method, url: req.url }, 'request failed');
     sendProblem(res, problem);

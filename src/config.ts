@@ -42,6 +42,12 @@ export const VARIABLES = {
     doc: 'SQLite file, created with its folder on first start',
     schema: z.string().min(1),
   },
+  databaseSynchronous: {
+    env: 'DATABASE_SYNCHRONOUS',
+    default: 'FULL',
+    doc: 'SQLite synchronous level: FULL (an acknowledged write survives power loss), NORMAL (survives a process crash), OFF or EXTRA',
+    schema: z.enum(['OFF', 'NORMAL', 'FULL', 'EXTRA']),
+  },
   maxBodyBytes: {
     env: 'MAX_BODY_BYTES',
     default: '1048576',

@@ -7,6 +7,7 @@ import type { Db } from './db/client.js';
 import { idempotencyKeys } from './db/internal-schema.js';
 import { ApiError } from './errors.js';
 import type { JsonResponse } from './http.js';
+import { unavailableFrom } from './repository.js';
 
 /** How long a key is remembered (API.md §6: at least 24 hours). */
 export const KEY_TTL_MS = 24 * 60 * 60 * 1000;
@@ -43,38 +44,45 @@ export interface IdempotencyStore {
 
 export function createIdempotencyStore(db: Db, now: () => number = Date.now): IdempotencyStore {
   const t = idempotencyKeys;
+
+  const once: IdempotencyStore['once'] = (key, fingerprint, produce) =>
+    db.transaction(
+      () => {
+        const stored = db
+          .select()
+          .from(t)
+          .where(and(eq(t.key, key), gt(t.createdAt, now() - KEY_TTL_MS)))
+          .get();
+        if (stored) {
+          if (stored.fingerprint !== fingerprint) {
+            throw new ApiError('unprocessable', 'This Idempotency-Key was used with another request; use a new key for a new request.');
+          }
+          return { response: { status: stored.status, headers: JSON.parse(stored.headers), body: stored.body }, replayed: true };
+        }
+        const response = produce();
+        const row = {
+          fingerprint,
+          status: response.status,
+          headers: JSON.stringify(response.headers),
+          body: response.body,
+          createdAt: now(),
+        };
+        db.insert(t)
+          .values({ key, ...row })
+          .onConflictDoUpdate({ target: t.key, set: row })
+          .run();
+        return { response, replayed: false };
+      },
+      { behavior: 'immediate' },
+    );
+
   return {
     once(key, fingerprint, produce) {
-      return db.transaction(
-        () => {
-          const cutoff = now() - KEY_TTL_MS;
-          const stored = db
-            .select()
-            .from(t)
-            .where(and(eq(t.key, key), gt(t.createdAt, cutoff)))
-            .get();
-          if (stored) {
-            if (stored.fingerprint !== fingerprint) {
-              throw new ApiError('unprocessable', 'This Idempotency-Key was used with another request; use a new key for a new request.');
-            }
-            return { response: { status: stored.status, headers: JSON.parse(stored.headers), body: stored.body }, replayed: true };
-          }
-          const response = produce();
-          const row = {
-            fingerprint,
-            status: response.status,
-            headers: JSON.stringify(response.headers),
-            body: response.body,
-            createdAt: now(),
-          };
-          db.insert(t)
-            .values({ key, ...row })
-            .onConflictDoUpdate({ target: t.key, set: row })
-            .run();
-          return { response, replayed: false };
-        },
-        { behavior: 'immediate' },
-      );
+      try {
+        return once(key, fingerprint, produce);
+      } catch (error) {
+        throw unavailableFrom(error) ?? error;
+      }
     },
     purgeExpired(batch = 500) {
       const expired = db

@@ -13,7 +13,7 @@ import { createHttpServer } from './server.js';
 
 /** Opens the database and applies pending migrations, logging what was applied. */
 async function migrate(config: Config, logger: Logger) {
-  const database = openDatabase(config.databasePath);
+  const database = openDatabase(config.databasePath, config.databaseSynchronous);
   try {
     const { applied, backup } = await applyMigrations(database);
     logger.info(

@@ -57,6 +57,19 @@ function classify(error: { code: string; message: string }): Failure | undefined
   return undefined;
 }
 
+/**
+ * The 503 for a write the database cannot take right now (busy, disk full, read-only, I/O error),
+ * or undefined for any other error. Shared by every writer (resources, idempotency keys).
+ */
+export function unavailableFrom(error: unknown): ApiError | undefined {
+  const sqliteError = sqliteErrorOf(error);
+  if (!sqliteError || classify(sqliteError) !== 'unavailable') return undefined;
+  return new ApiError('unavailable', 'The database cannot accept writes right now; try again later.', {
+    headers: { 'Retry-After': '1' },
+    cause: sqliteError,
+  });
+}
+
 /** Field keys named in a constraint message such as "UNIQUE constraint failed: users.email". */
 function constrainedFields(resource: Resource, message: string): string[] {
   const columns = message.split(':')[1]?.split(',') ?? [];
@@ -255,10 +268,7 @@ export function createRepository(db: Db, resource: Resource): Repository {
       case 'constraint':
         return new ApiError('unprocessable', `The ${resource.name} element breaks a constraint of its table.`, { cause: error });
       case 'unavailable':
-        return new ApiError('unavailable', 'The database cannot accept writes right now; try again later.', {
-          headers: { 'Retry-After': '1' },
-          cause: error,
-        });
+        return unavailableFrom(error);
       default:
         return error;
     }

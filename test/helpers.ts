@@ -80,7 +80,7 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
   const config = parseConfig({ DATABASE_PATH: join(temp.dir, 'app.db'), PORT: '0', LOG_LEVEL: 'info', ...options.env });
   const logs: Record<string, any>[] = [];
   const logger: Logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line)) });
-  const database = openDatabase(config.databasePath);
+  const database = openDatabase(config.databasePath, config.databaseSynchronous);
   await applyMigrations(database);
   options.prepare?.(database);
   const app = createApp({ database, config, logger, schema: options.schema });

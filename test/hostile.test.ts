@@ -157,7 +157,7 @@ test('random requests never get a 5xx or leak internals', async ({ service }) =>
       if (status >= 500) throw new Error(`${a.method} ${a.path} → ${status}: ${text}`);
       if (LEAK.test(text)) throw new Error(`${a.method} ${a.path} leaked: ${text}`);
     }),
-    { numRuns: 600 },
+    { numRuns: 1000 },
   );
 });
 
@@ -174,7 +174,7 @@ test('writes aimed at real elements with hostile bodies never get a 5xx', async 
       const { status, text } = await send(service.url, a);
       if (status >= 500 || LEAK.test(text)) throw new Error(`${a.method} ${a.path} ${a.body} → ${status}: ${text}`);
     }),
-    { numRuns: 600 },
+    { numRuns: 1000 },
   );
 });
 

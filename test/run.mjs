@@ -1,10 +1,11 @@
 // Runs the uvu suites in test/ (TypeScript through tsx) and ends the output with one summary
 // line of passed and failed counts, which CI reads; the exit code is uvu's.
-// `node test/run.mjs` runs *.test.ts; `node test/run.mjs browser` runs *.browser.ts (needs Chromium).
+// `node test/run.mjs` runs *.test.ts; `browser` runs *.browser.ts (needs Chromium); `faults` runs
+// *.faults.ts (needs root: it mounts a small tmpfs).
 import { spawn } from 'node:child_process';
 import { stripVTControlCharacters } from 'node:util';
 
-const pattern = process.argv[2] === 'browser' ? '\\.browser\\.ts$' : '\\.test\\.ts$';
+const pattern = { browser: '\\.browser\\.ts$', faults: '\\.faults\\.ts$' }[process.argv[2] ?? ''] ?? '\\.test\\.ts$';
 const uvu = spawn(process.execPath, ['--import', 'tsx', 'node_modules/uvu/bin.js', 'test', pattern], {
   stdio: ['ignore', 'pipe', 'inherit'],
 });

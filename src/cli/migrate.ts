@@ -10,7 +10,7 @@ const list = (tags: string[]) => tags.map((t) => `  ${t}`).join('\n');
 try {
   const { values } = parseArgs({ options: { status: { type: 'boolean', default: false } } });
   const config = parseConfig();
-  const database = openDatabase(config.databasePath);
+  const database = openDatabase(config.databasePath, config.databaseSynchronous);
   try {
     if (values.status) {
       const { applied, pending, unknown } = migrationStatus(database);

@@ -16,15 +16,39 @@ export interface DatabaseHandle {
 
 /** How long a writer waits for another connection's lock before SQLITE_BUSY. */
 const BUSY_TIMEOUT_MS = 5000;
+/** After a checkpoint the WAL file is truncated back to this size, so it cannot stay huge. */
+const JOURNAL_SIZE_LIMIT = 16 * 1024 * 1024;
 
-/** Opens (creating if needed) the database file with WAL, foreign keys and a busy timeout. */
-export function openDatabase(path: string): DatabaseHandle {
+export type Synchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
+
+/**
+ * Opens (creating if needed) the database file with WAL, foreign keys, a busy timeout, a bounded
+ * WAL and the given synchronous level (FULL: a committed write survives power loss; NORMAL: it
+ * survives a crash of the process, but the last commits may be lost if the machine loses power).
+ * @see https://www.sqlite.org/pragma.html#pragma_synchronous
+ */
+export function openDatabase(path: string, synchronous: Synchronous = 'FULL'): DatabaseHandle {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const sqlite = new Database(path, { timeout: BUSY_TIMEOUT_MS });
   sqlite.pragma('journal_mode = WAL');
-  sqlite.pragma('synchronous = NORMAL');
+  sqlite.pragma(`synchronous = ${synchronous}`);
+  sqlite.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`);
   sqlite.pragma('foreign_keys = ON');
   return { sqlite, db: drizzle({ client: sqlite }) };
+}
+
+/**
+ * Tries a tiny committed write (rewriting the header's user_version), to learn whether the file
+ * takes writes again after a full disk or a read-only mount. Returns why not, or undefined.
+ */
+export function probeWrite({ sqlite }: DatabaseHandle): string | undefined {
+  try {
+    const version = sqlite.pragma('user_version', { simple: true }) as number;
+    sqlite.pragma(`user_version = ${version}`);
+    return undefined;
+  } catch (error) {
+    return (error as Error).message;
+  }
 }
 
 /** Checkpoints the WAL into the main file and closes the connection; safe to call twice. */

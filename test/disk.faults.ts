@@ -1,0 +1,85 @@
+// Disk trouble (issue 8, needs root to mount a small tmpfs; `npm run test:faults`, run by CI):
+// when the disk fills up, writes answer 503, reads keep working, /readyz says why, nothing is
+// half-written, and the service recovers by itself once space returns.
+import { execFileSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, rmdirSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { userSample } from './fixtures.js';
+import { type Service, startService } from './helpers.js';
+
+/** Fills the file system of `dir` up to the last block; returns the filler's path. */
+function fill(dir: string): string {
+  const path = join(dir, 'filler');
+  const fd = openSync(path, 'w');
+  const chunk = Buffer.alloc(64 * 1024);
+  try {
+    for (;;) writeSync(fd, chunk);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error;
+    for (let size = 32 * 1024; size >= 512; size /= 2) {
+      try {
+        for (;;) writeSync(fd, chunk.subarray(0, size));
+      } catch {}
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return path;
+}
+
+const test = suite<{ dir: string; service: Service }>('disk full');
+
+test.before(async (ctx) => {
+  ctx.dir = mkdtempSync(join(tmpdir(), 'restable-tmpfs-'));
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=8m', 'tmpfs', ctx.dir]);
+  ctx.service = await startService({ env: { DATABASE_PATH: join(ctx.dir, 'app.db') } });
+});
+test.after(async ({ dir, service }) => {
+  await service.close();
+  execFileSync('umount', [dir]);
+  rmdirSync(dir);
+});
+
+test('writes answer 503, reads keep working, /readyz says why, and it recovers when space returns', async ({ dir, service }) => {
+  const kept = await service.request('POST', '/users', { body: userSample() });
+  assert.is(kept.status, 201);
+  service.database.sqlite.pragma('wal_checkpoint(TRUNCATE)'); // the next write must grow the WAL
+  const filler = fill(dir);
+
+  const statuses: number[] = [];
+  let refused: Awaited<ReturnType<Service['request']>> | undefined;
+  for (let i = 0; i < 50 && !refused; i++) {
+    const reply = await service.request('POST', '/users', { body: userSample() });
+    statuses.push(reply.status);
+    if (reply.status === 503) refused = reply;
+  }
+  assert.ok(refused, `no write was refused: ${statuses.join(' ')}`);
+  assert.ok(
+    statuses.every((s) => s === 201 || s === 503),
+    `unexpected statuses ${statuses.join(' ')}`,
+  );
+  assert.match(refused?.headers.get('content-type') ?? '', /^application\/problem\+json/);
+  assert.is(refused?.headers.get('retry-after'), '1');
+  const patch = await service.request('PATCH', kept.headers.get('location') as string, { body: { name: 'x'.repeat(20_000) } });
+  assert.is(patch.status, 503);
+
+  assert.equal((await service.request('GET', kept.headers.get('location') as string)).body, kept.body);
+  assert.is((await service.request('GET', '/users?count=true')).status, 200);
+  const ready = await service.request('GET', '/readyz');
+  assert.is(ready.status, 503);
+  assert.match(ready.body.detail, /writes are failing \(database or disk is full\); reads still work/);
+  assert.is(service.database.sqlite.pragma('integrity_check', { simple: true }), 'ok');
+
+  rmSync(filler);
+  assert.is((await service.request('GET', '/readyz')).status, 200);
+  const after = await service.request('POST', '/users', { body: userSample() });
+  assert.is(after.status, 201);
+  assert.is(service.database.sqlite.pragma('integrity_check', { simple: true }), 'ok');
+  const count = Number((await service.request('GET', '/users?count=true&limit=1')).headers.get('x-total-count'));
+  assert.is(count, 2 + statuses.filter((s) => s === 201).length, 'no refused write was half-stored');
+});
+
+test.run();
