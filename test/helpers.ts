@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
 import pino, { type Logger } from 'pino';
 import { type App, createApp } from '../src/app.js';
 import { type Config, parseConfig } from '../src/config.js';
@@ -20,6 +21,26 @@ export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 export function tempDir(): { dir: string; remove: () => void } {
   const dir = mkdtempSync(join(tmpdir(), 'restable-test-'));
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** Runs `work` with a fresh temporary folder and removes it afterwards, whatever happens. */
+export async function withTempDir<T>(work: (dir: string) => Promise<T>): Promise<T> {
+  const temp = tempDir();
+  try {
+    return await work(temp.dir);
+  } finally {
+    temp.remove();
+  }
+}
+
+/** Opens a database file read-only (beside any server using it), runs `read`, and closes it. */
+export function inspect<T>(path: string, read: (db: Database.Database) => T): T {
+  const db = new Database(path, { readonly: true });
+  try {
+    return read(db);
+  } finally {
+    db.close();
+  }
 }
 
 export interface Reply {

@@ -9,7 +9,7 @@ import * as assert from 'uvu/assert';
 import { closeDatabase, openDatabase } from '../src/db/client.js';
 import { applyMigrations, MIGRATIONS_FOLDER, MigrationError, migrationStatus } from '../src/db/migrate.js';
 import { userSample } from './fixtures.js';
-import { request, runScript, spawnService, startService, tempDir } from './helpers.js';
+import { inspect, request, runScript, spawnService, startService, tempDir } from './helpers.js';
 
 /** A copy of the committed migrations folder, cut to the first `keep` entries of its journal. */
 function migrationsCopy(dir: string, keep?: number): string {
@@ -23,10 +23,7 @@ function migrationsCopy(dir: string, keep?: number): string {
 }
 
 function tables(path: string): string[] {
-  const db = new Database(path, { readonly: true });
-  const names = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all() as string[];
-  db.close();
-  return names;
+  return inspect(path, (db) => db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all() as string[]);
 }
 
 const migrations = suite('migrations as a command');

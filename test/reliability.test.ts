@@ -2,28 +2,21 @@
 // one file both stay correct; the WAL stays bounded under continuous reads and writes.
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { userSample } from './fixtures.js';
-import { request, spawnService, startService, tempDir } from './helpers.js';
+import { inspect, request, spawnService, startService, withTempDir } from './helpers.js';
 
 type Row = Record<string, unknown>;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function integrity(path: string): string {
-  const db = new Database(path, { readonly: true });
-  const result = db.pragma('integrity_check', { simple: true }) as string;
-  db.close();
-  return result;
-}
+const integrity = (path: string) => inspect(path, (db) => db.pragma('integrity_check', { simple: true }));
 
 const test = suite('reliability');
 
 test('SIGKILL under concurrent writes: every acknowledged write is there after a restart', async () => {
-  const temp = tempDir();
-  const env = { DATABASE_PATH: join(temp.dir, 'crash.db') };
-  try {
+  await withTempDir(async (dir) => {
+    const env = { DATABASE_PATH: join(dir, 'crash.db') };
     const service = await spawnService(env);
     const acknowledged = new Map<number, Row>();
     let running = true;
@@ -61,15 +54,12 @@ test('SIGKILL under concurrent writes: every acknowledged write is there after a
     again.child.kill('SIGTERM');
     assert.is(await again.exited, 0);
     assert.is(integrity(env.DATABASE_PATH), 'ok');
-  } finally {
-    temp.remove();
-  }
+  });
 });
 
 test('two services on one file: concurrent writes through both, no 5xx, all readable through both', async () => {
-  const temp = tempDir();
-  const env = { DATABASE_PATH: join(temp.dir, 'shared.db') };
-  try {
+  await withTempDir(async (dir) => {
+    const env = { DATABASE_PATH: join(dir, 'shared.db') };
     const [a, b] = await Promise.all([spawnService(env), spawnService(env)]);
     const replies = await Promise.all(
       Array.from({ length: 120 }, (_, i) => request(i % 2 ? a.url : b.url, 'POST', '/users', { body: userSample() })),
@@ -89,9 +79,7 @@ test('two services on one file: concurrent writes through both, no 5xx, all read
       assert.is(await service.exited, 0);
     }
     assert.is(integrity(env.DATABASE_PATH), 'ok');
-  } finally {
-    temp.remove();
-  }
+  });
 });
 
 test('the WAL stays bounded under continuous reads and writes (checkpoints are not starved)', async () => {
