@@ -1,6 +1,7 @@
 // createApp wires the registry, repositories and service endpoints into a polka app.
 // It never listens and holds no module-level state: main.ts and the tests own the server.
 import type { RequestListener } from 'node:http';
+import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
 import polka, { type Polka, type Request } from 'polka';
 import type { Config } from './config.js';
@@ -47,8 +48,8 @@ export interface App {
 const PURGE_EVERY_MS = 10 * 60 * 1000;
 const PURGE_BATCH = 500;
 
-/** The service version, shown in the OpenAPI document. */
-const VERSION = '0.1.0';
+/** The service version, shown in the OpenAPI document: package.json's, the same from src/ and dist/. */
+const { version: VERSION } = createRequire(import.meta.url)('../package.json') as { version: string };
 
 const SERVICE_METHODS = ['GET', 'HEAD', 'OPTIONS'] as const;
 

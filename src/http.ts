@@ -83,15 +83,15 @@ export function elementResponse(status: number, row: unknown, headers: Record<st
   return { status, headers: { ...headers, ETag: etagOf(body) }, body };
 }
 
-/** Sends a JSON response with an exact Content-Length (so HEAD answers carry it too). */
-export function send(res: ServerResponse, { status, headers, body }: JsonResponse, extra: Record<string, string> = {}): void {
-  res.writeHead(status, {
-    ...headers,
-    ...extra,
-    'Content-Type': 'application/json; charset=utf-8',
-    'Content-Length': Buffer.byteLength(body),
-  });
+/** Writes a whole body with its media type and an exact Content-Length (so HEAD answers carry it too). */
+function writeBody(res: ServerResponse, status: number, type: string, body: string, headers: Record<string, string>): void {
+  res.writeHead(status, { ...headers, 'Content-Type': `${type}; charset=utf-8`, 'Content-Length': Buffer.byteLength(body) });
   res.end(body);
+}
+
+/** Sends a JSON response. */
+export function send(res: ServerResponse, { status, headers, body }: JsonResponse, extra: Record<string, string> = {}): void {
+  writeBody(res, status, 'application/json', body, { ...headers, ...extra });
 }
 
 export function sendJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
@@ -100,8 +100,7 @@ export function sendJson(res: ServerResponse, status: number, value: unknown, he
 
 /** Sends a text body (HTML, JavaScript) with its media type. */
 export function sendText(res: ServerResponse, type: string, body: string, headers: Record<string, string> = {}): void {
-  res.writeHead(200, { ...headers, 'Content-Type': `${type}; charset=utf-8`, 'Content-Length': Buffer.byteLength(body) });
-  res.end(body);
+  writeBody(res, 200, type, body, headers);
 }
 
 /**
@@ -126,11 +125,5 @@ export function sendProblem(res: ServerResponse, problem: ProblemResponse): void
     res.destroy();
     return;
   }
-  const body = JSON.stringify(problem.body);
-  res.writeHead(problem.status, {
-    ...problem.headers,
-    'Content-Type': 'application/problem+json; charset=utf-8',
-    'Content-Length': Buffer.byteLength(body),
-  });
-  res.end(body);
+  writeBody(res, problem.status, 'application/problem+json', JSON.stringify(problem.body), problem.headers);
 }
