@@ -9,7 +9,7 @@ import * as assert from 'uvu/assert';
 import { closeDatabase, openDatabase } from '../src/db/client.js';
 import { applyMigrations, MIGRATIONS_FOLDER, MigrationError, migrationStatus } from '../src/db/migrate.js';
 import { userSample } from './fixtures.js';
-import { inspect, request, runScript, spawnService, startService, tempDir } from './helpers.js';
+import { inspect, request, runScript, spawnService, startService, tempDir, withTempDir } from './helpers.js';
 
 /** A copy of the committed migrations folder, cut to the first `keep` entries of its journal. */
 function migrationsCopy(dir: string, keep?: number): string {
@@ -29,9 +29,8 @@ function tables(path: string): string[] {
 const migrations = suite('migrations as a command');
 
 migrations('`migrate -- --status` lists applied and pending migrations and changes nothing', async () => {
-  const temp = tempDir();
-  const env = { DATABASE_PATH: join(temp.dir, 'status.db') };
-  try {
+  await withTempDir(async (dir) => {
+    const env = { DATABASE_PATH: join(dir, 'status.db') };
     const before = await runScript('cli/migrate.js', env, ['--status']);
     assert.is(before.code, 0, before.output);
     assert.match(before.output, /0 applied, 2 pending\npending:\n {2}0000_pet_shop\n {2}0001_idempotency_keys/);
@@ -39,17 +38,14 @@ migrations('`migrate -- --status` lists applied and pending migrations and chang
     assert.is((await runScript('cli/migrate.js', env)).code, 0);
     const after = await runScript('cli/migrate.js', env, ['--status']);
     assert.match(after.output, /2 applied, 0 pending\napplied:\n {2}0000_pet_shop\n {2}0001_idempotency_keys\n$/);
-  } finally {
-    temp.remove();
-  }
+  });
 });
 
 migrations('a database that holds data is backed up before migrating', async () => {
-  const temp = tempDir();
-  const path = join(temp.dir, 'old.db');
-  try {
+  await withTempDir(async (dir) => {
+    const path = join(dir, 'old.db');
     const database = openDatabase(path);
-    await applyMigrations(database, migrationsCopy(temp.dir, 1));
+    await applyMigrations(database, migrationsCopy(dir, 1));
     database.sqlite.prepare("INSERT INTO users (name, email, created_at, updated_at) VALUES ('Old', 'old@x.io', 'x', 'x')").run();
     const { applied, backup } = await applyMigrations(database);
     closeDatabase(database);
@@ -60,18 +56,15 @@ migrations('a database that holds data is backed up before migrating', async () 
     const copy = new Database(backup as string, { readonly: true });
     assert.is(copy.prepare('SELECT email FROM users').pluck().get(), 'old@x.io');
     copy.close();
-  } finally {
-    temp.remove();
-  }
+  });
 });
 
 migrations('a failing migration applies nothing and leaves the database as it was', async () => {
-  const temp = tempDir();
-  const path = join(temp.dir, 'fail.db');
-  try {
+  await withTempDir(async (dir) => {
+    const path = join(dir, 'fail.db');
     const database = openDatabase(path);
-    await applyMigrations(database, migrationsCopy(temp.dir, 1));
-    const folder = join(temp.dir, 'migrations');
+    await applyMigrations(database, migrationsCopy(dir, 1));
+    const folder = join(dir, 'migrations');
     const journal = JSON.parse(readFileSync(join(folder, 'meta/_journal.json'), 'utf8'));
     const real = JSON.parse(readFileSync(join(MIGRATIONS_FOLDER, 'meta/_journal.json'), 'utf8')).entries[1];
     journal.entries.push(real, { ...real, idx: 2, when: real.when + 1, tag: '0002_broken' });
@@ -91,15 +84,12 @@ migrations('a failing migration applies nothing and leaves the database as it wa
     assert.equal(tables(path), before);
     assert.equal(migrationStatus(database, folder).pending, ['0001_idempotency_keys', '0002_broken']);
     closeDatabase(database);
-  } finally {
-    temp.remove();
-  }
+  });
 });
 
 migrations('the service refuses to start, in one line, on a database from a newer version', async () => {
-  const temp = tempDir();
-  const path = join(temp.dir, 'newer.db');
-  try {
+  await withTempDir(async (dir) => {
+    const path = join(dir, 'newer.db');
     const database = openDatabase(path);
     await applyMigrations(database);
     database.sqlite.prepare('INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)').run('future', Date.now() + 1e9);
@@ -109,16 +99,13 @@ migrations('the service refuses to start, in one line, on a database from a newe
     assert.match(output, /^restable: the database has 1 migration\(s\) this code does not know .*refusing to start.*\n$/);
     const migrate = await runScript('cli/migrate.js', { DATABASE_PATH: path });
     assert.is(migrate.code, 1);
-  } finally {
-    temp.remove();
-  }
+  });
 });
 
 migrations('two processes starting together on one empty file end up with one migrated database', async () => {
   for (let round = 0; round < 3; round++) {
-    const temp = tempDir();
-    const env = { DATABASE_PATH: join(temp.dir, 'race.db') };
-    try {
+    await withTempDir(async (dir) => {
+      const env = { DATABASE_PATH: join(dir, 'race.db') };
       const [a, b] = await Promise.all([spawnService(env), spawnService(env)]);
       for (const service of [a, b]) {
         assert.is((await request(service.url, 'GET', '/readyz')).status, 200);
@@ -130,9 +117,7 @@ migrations('two processes starting together on one empty file end up with one mi
       assert.is(db.prepare('SELECT count(*) FROM __drizzle_migrations').pluck().get(), 2);
       assert.is(db.prepare('SELECT count(*) FROM users').pluck().get(), 2);
       db.close();
-    } finally {
-      temp.remove();
-    }
+    });
   }
 });
 
@@ -177,10 +162,9 @@ backups.run();
 const shutdown = suite('graceful shutdown');
 
 shutdown('SIGTERM during a slow request: it completes, then the process exits 0 with the WAL checkpointed', async () => {
-  const temp = tempDir();
-  const env = { DATABASE_PATH: join(temp.dir, 'stop.db') };
-  const service = await spawnService(env);
-  try {
+  await withTempDir(async (dir) => {
+    const env = { DATABASE_PATH: join(dir, 'stop.db') };
+    const service = await spawnService(env);
     const body = JSON.stringify(userSample());
     const reply = new Promise<{ status: number; text: string }>((resolve, reject) => {
       const req = httpRequest(`${service.url}/users`, {
@@ -210,9 +194,7 @@ shutdown('SIGTERM during a slow request: it completes, then the process exits 0 
     assert.is((await request(again.url, 'GET', `/users/${JSON.parse(text).id}`)).status, 200);
     again.child.kill('SIGINT');
     assert.is(await again.exited, 0);
-  } finally {
-    temp.remove();
-  }
+  });
 });
 
 shutdown('while stopping, /readyz answers 503 and connections close after their response', async () => {
@@ -256,10 +238,9 @@ shutdown.run();
 const workers = suite('WORKERS=2 (node:cluster)');
 
 workers('two workers share the port and the file: concurrent writes all succeed, then a clean stop', async () => {
-  const temp = tempDir();
-  const env = { DATABASE_PATH: join(temp.dir, 'cluster.db'), WORKERS: '2' };
-  const service = await spawnService(env);
-  try {
+  await withTempDir(async (dir) => {
+    const env = { DATABASE_PATH: join(dir, 'cluster.db'), WORKERS: '2' };
+    const service = await spawnService(env);
     const made = await request(service.url, 'POST', '/users', { body: userSample() });
     const writes = await Promise.all([
       ...Array.from({ length: 60 }, () => request(service.url, 'POST', '/users', { body: userSample() })),
@@ -272,9 +253,7 @@ workers('two workers share the port and the file: concurrent writes all succeed,
     assert.is(await service.exited, 0);
     assert.match(service.output(), /started 2 workers/);
     assert.is(service.output().match(/stopped: database checkpointed and closed/g)?.length, 2);
-  } finally {
-    temp.remove();
-  }
+  });
 });
 
 workers.run();
