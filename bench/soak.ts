@@ -1,5 +1,6 @@
 // Long-run soak (`npm run soak -- --minutes N`; not part of CI): mixed load against the compiled
 // service in slices, reporting RSS and latency over time, and whether RSS trends upwards.
+// `--hostile` swaps the mix for abusive requests from many connections, to measure peak memory.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -7,13 +8,21 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 
-const { values: args } = parseArgs({ options: { minutes: { type: 'string', default: '10' }, slices: { type: 'string', default: '20' } } });
+const { values: args } = parseArgs({
+  options: {
+    minutes: { type: 'string', default: '10' },
+    slices: { type: 'string', default: '20' },
+    hostile: { type: 'boolean', default: false },
+    connections: { type: 'string' },
+  },
+});
+const connections = Number(args.connections ?? (args.hostile ? 400 : 10));
 const slices = Number(args.slices);
 const sliceSeconds = Math.max(1, Math.round((Number(args.minutes) * 60) / slices));
 const dir = mkdtempSync(join(tmpdir(), 'restable-soak-'));
 const port = 39300;
 const child = spawn(process.execPath, ['dist/main.js'], {
-  env: { PATH: process.env.PATH, DATABASE_PATH: join(dir, 'soak.db'), PORT: String(port), LOG_LEVEL: 'warn' },
+  env: { ...process.env, DATABASE_PATH: join(dir, 'soak.db'), PORT: String(port), LOG_LEVEL: 'silent' },
   stdio: ['ignore', 'ignore', 'inherit'],
 });
 const url = `http://127.0.0.1:${port}`;
@@ -28,7 +37,9 @@ for (
   if (i > 100) throw new Error('the service did not start');
   await new Promise((r) => setTimeout(r, 100));
 }
-const rssMb = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+const statusMb = (field: string) =>
+  Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+const rssMb = () => statusMb('VmRSS');
 
 let created = 0;
 let n = 0;
@@ -62,23 +73,48 @@ const requests: autocannon.Request[] = [
   { setupRequest: (req) => ({ ...req, method: 'GET', path: `/users/${someId()}/pets` }) },
 ];
 
+/** Abuse that is cheap to send: ~1 MB bodies of unknown keys, deep nesting, a thousand filters, wrong types. */
+const manyKeys = JSON.stringify(Object.fromEntries(Array.from({ length: 60_000 }, (_, i) => [`k${i}`, i])));
+const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
+const filters = Array.from({ length: 1200 }, (_, i) => `id[ne]=${i}`).join('&');
+const hostile: autocannon.Request[] = [
+  { method: 'POST', path: '/users', headers: json, body: manyKeys },
+  { method: 'PATCH', path: '/users/1', headers: json, body: manyKeys },
+  { method: 'POST', path: '/users', headers: json, body: deep },
+  { method: 'PUT', path: '/users/1', headers: json, body: `{"name":${deep}}` },
+  { method: 'GET', path: `/users?${filters}` },
+  { method: 'POST', path: '/users', headers: json, body: JSON.stringify({ name: 'x'.repeat(900_000), email: 7 }) },
+  ...requests,
+];
+
 const rows: { minute: number; rss: number; rps: number; p50: number; p99: number; failures: number }[] = [];
-console.log(`soak: ${args.minutes} min in ${slices} slices of ${sliceSeconds} s; minute, RSS MB, req/s, p50 ms, p99 ms, failures`);
+console.log(
+  `soak${args.hostile ? ' (hostile)' : ''}: ${args.minutes} min in ${slices} slices of ${sliceSeconds} s, ${connections} connections; minute, RSS MB, req/s, p50 ms, p99 ms, failures`,
+);
+const shed = { 503: 0, other: 0 };
 for (let i = 0; i < slices; i++) {
-  const result = await autocannon({ url, connections: 10, duration: sliceSeconds, requests });
+  const result = await autocannon({ url, connections, duration: sliceSeconds, requests: args.hostile ? hostile : requests });
+  const codes = (result as unknown as { statusCodeStats: Record<string, { count: number }> }).statusCodeStats;
+  const fiveHundreds = Object.entries(codes)
+    .filter(([code]) => code.startsWith('5') && code !== '503')
+    .reduce((sum, [, { count }]) => sum + count, 0);
+  shed[503] += codes['503']?.count ?? 0;
+  shed.other += Object.values(codes).reduce((sum, { count }) => sum + count, 0);
   const row = {
     minute: ((i + 1) * sliceSeconds) / 60,
     rss: rssMb(),
     rps: result.requests.average,
     p50: result.latency.p50,
     p99: result.latency.p99,
-    failures: result.errors + result.timeouts + result.non2xx,
+    // Hostile requests are meant to fail with a 4xx (or be shed with 503): only a 5xx or a broken connection is a failure.
+    failures: result.errors + result.timeouts + (args.hostile ? fiveHundreds : result.non2xx),
   };
   rows.push(row);
   console.log(
     `${row.minute.toFixed(1).padStart(5)}  ${row.rss.toFixed(1).padStart(6)}  ${Math.round(row.rps).toString().padStart(6)}  ${String(row.p50).padStart(4)}  ${String(row.p99).padStart(5)}  ${row.failures}`,
   );
 }
+const peak = statusMb('VmHWM');
 await new Promise((resolve) => child.once('exit', resolve).kill('SIGTERM'));
 rmSync(dir, { recursive: true, force: true });
 
@@ -94,6 +130,7 @@ const slope =
   );
 const failures = rows.reduce((s, r) => s + r.failures, 0);
 console.log(
-  `\nsoak: ${created} elements created; RSS ${rows[0]?.rss.toFixed(1)} → ${rows.at(-1)?.rss.toFixed(1)} MB; second-half RSS slope ${slope.toFixed(2)} MB/min; ${failures} failed requests`,
+  `\nsoak: ${created} elements created; RSS ${rows[0]?.rss.toFixed(1)} → ${rows.at(-1)?.rss.toFixed(1)} MB, peak ${peak.toFixed(1)} MB; ` +
+    `second-half RSS slope ${slope.toFixed(2)} MB/min; ${failures} failed requests; ${shed[503]} of ${shed.other} shed with 503`,
 );
 process.exitCode = failures > 0 ? 1 : 0;

@@ -12,12 +12,14 @@ import * as defaultSchema from './db/schema.js';
 import { createDocsAssets, DOCS_ASSETS, DOCS_CSP, DOCS_HTML, DOCS_INIT } from './docs.js';
 import { ApiError, toProblem } from './errors.js';
 import { createGuards } from './guards.js';
-import { type JsonResponse, send, sendJson, sendProblem, sendText } from './http.js';
+import { type JsonResponse, send, sendEmpty, sendJson, sendProblem, sendText } from './http.js';
 import { createIdempotencyStore } from './idempotency.js';
 import { createRequestLogger } from './logger.js';
 import { toOpenApi } from './openapi.js';
+import { normalizeTarget } from './protocol.js';
+import { parseRequestUrl } from './query-string.js';
 import { createRegistry, type Registry } from './resources.js';
-import { createResourceEndpoints, type Endpoint, type Exchange, toRequestHandler } from './router.js';
+import { createResourceEndpoints, type Endpoint, type Exchange, rejectQuery, toRequestHandler } from './router.js';
 
 export interface AppOptions {
   database: DatabaseHandle;
@@ -52,6 +54,7 @@ const PURGE_BATCH = 500;
 const { version: VERSION } = createRequire(import.meta.url)('../package.json') as { version: string };
 
 const SERVICE_METHODS = ['GET', 'HEAD', 'OPTIONS'] as const;
+const STATIC_METHODS = SERVICE_METHODS.join(', ');
 
 function serviceEndpoint(
   path: string,
@@ -112,7 +115,15 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
   const openapi: JsonResponse = {
     status: 200,
     headers: {},
-    body: JSON.stringify(toOpenApi(registry, { title: 'restable', version: VERSION, auth: Boolean(config.authToken), services })),
+    body: JSON.stringify(
+      toOpenApi(registry, {
+        title: 'restable',
+        version: VERSION,
+        auth: Boolean(config.authToken),
+        rateLimit: config.rateLimit > 0,
+        services,
+      }),
+    ),
   };
   const idempotency = createIdempotencyStore(database.db);
   const endpoints = [...services, ...createResourceEndpoints(registry, database.db, config, idempotency)];
@@ -128,17 +139,39 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
     onError: onError as never,
     onNoMatch: (req, res) => onError(new ApiError('notFound', `Nothing is served at ${req.path}.`), req, res),
   });
+  // Every parameter read, not the first 1000 (@polka/url's node:querystring default): see query-string.ts.
+  app.parse = parseRequestUrl;
   const requestLog = createRequestLogger(logger);
   const onRequest = (req: Parameters<typeof requestLog>[0], res: Parameters<typeof requestLog>[1]) => {
     if (shuttingDown) res.setHeader('Connection', 'close');
     requestLog(req, res);
   };
-  app.use(...(createGuards(config, onRequest) as never[]));
+  app.use(createGuards(config, onRequest) as never);
   const assets = createDocsAssets();
-  app.get('/docs/init.js', (_req, res) => sendText(res, 'text/javascript', DOCS_INIT, { 'Content-Security-Policy': DOCS_CSP }));
+  /** The docs' static files are read-only: GET and HEAD serve them, OPTIONS lists that, the rest is a 405. */
+  const staticFile = (req: Request, res: Exchange['res'], serve: () => void) => {
+    try {
+      rejectQuery(req.query, false);
+    } catch (error) {
+      return onError(error, req, res);
+    }
+    if (req.method === 'GET' || req.method === 'HEAD') return serve();
+    if (req.method === 'OPTIONS') return sendEmpty(res, 204, { Allow: STATIC_METHODS });
+    onError(
+      new ApiError('methodNotAllowed', `${req.method} is not allowed on ${req.path}; use ${STATIC_METHODS}.`, {
+        headers: { Allow: STATIC_METHODS },
+      }),
+      req,
+      res,
+    );
+  };
+  app.all('/docs/init.js', (req, res) =>
+    staticFile(req, res, () => sendText(res, 'text/javascript', DOCS_INIT, { 'Content-Security-Policy': DOCS_CSP })),
+  );
   app.use(DOCS_ASSETS, (req, res, next) => {
+    if (!assets.has(req.path)) return next();
     res.setHeader('Content-Security-Policy', DOCS_CSP);
-    assets(req, res, next);
+    staticFile(req, res, () => assets.serve(req, res, next));
   });
   for (const endpoint of endpoints) {
     const handle = toRequestHandler(endpoint);
@@ -160,7 +193,10 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
     polka: app,
     registry,
     endpoints,
-    handler: (req, res) => void app.handler(req as Request, res, undefined as never),
+    handler: (req, res) => {
+      normalizeTarget(req);
+      app.handler(req as Request, res, undefined as never);
+    },
     purgeExpiredKeys: () => idempotency.purgeExpired(PURGE_BATCH),
     beginShutdown: () => {
       shuttingDown = true;

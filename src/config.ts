@@ -80,6 +80,34 @@ export const VARIABLES = {
     schema: positiveInt,
   },
   requestTimeoutMs: { env: 'REQUEST_TIMEOUT_MS', default: '30000', doc: 'time a client has to send a whole request', schema: positiveInt },
+  maxInFlight: {
+    env: 'MAX_IN_FLIGHT',
+    default: '256',
+    doc: 'requests handled at once by one process; past it a request is answered 503 with Retry-After at once',
+    schema: positiveInt,
+  },
+  maxBodyBytesInFlight: {
+    env: 'MAX_BODY_BYTES_IN_FLIGHT',
+    default: '16777216',
+    doc: 'request-body bytes one process reads and parses at once (a chunked body counts as MAX_BODY_BYTES); past it 503',
+    schema: positiveInt,
+  },
+  rateLimit: {
+    env: 'RATE_LIMIT',
+    default: '0',
+    doc: 'requests per client (per token when authenticated, else per address) in each RATE_LIMIT_WINDOW_S; 0: no limit',
+    schema: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .max(2 ** 31 - 1),
+  },
+  rateLimitWindowS: {
+    env: 'RATE_LIMIT_WINDOW_S',
+    default: '60',
+    doc: 'the rate-limit window, in seconds (1 to 86400)',
+    schema: z.coerce.number().int().min(1).max(86400),
+  },
   workers: {
     env: 'WORKERS',
     default: '1',
@@ -91,6 +119,15 @@ export const VARIABLES = {
     default: '10000',
     doc: 'on SIGTERM/SIGINT, how long requests in flight may take before their connections are closed',
     schema: positiveInt,
+  },
+  cursorSecret: {
+    env: 'CURSOR_SECRET',
+    default: undefined,
+    doc: 'key that signs paging cursors (at least 32 visible ASCII characters), the same for every process serving the database; unset: a random key made once and kept in the database',
+    schema: z
+      .string()
+      .regex(/^[\x21-\x7e]{32,}$/, 'at least 32 visible ASCII characters')
+      .optional(),
   },
 } as const;
 
@@ -112,7 +149,7 @@ export function parseConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const raw = env[variable.env] === undefined || env[variable.env] === '' ? variable.default : env[variable.env];
     const result = variable.schema.safeParse(raw);
     if (!result.success) {
-      const shown = variable.env.startsWith('AUTH_') ? '(hidden)' : JSON.stringify(raw);
+      const shown = variable.env.startsWith('AUTH_') || variable.env === 'CURSOR_SECRET' ? '(hidden)' : JSON.stringify(raw);
       throw new ConfigError(`${variable.env}=${shown} is invalid: expected ${variable.doc}`);
     }
     config[key] = result.data;
@@ -121,6 +158,8 @@ export function parseConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (parsed.authReadToken && !parsed.authToken) throw new ConfigError('AUTH_READ_TOKEN is set without AUTH_TOKEN; set both or neither');
   if (parsed.authReadToken && parsed.authReadToken === parsed.authToken)
     throw new ConfigError('AUTH_READ_TOKEN must differ from AUTH_TOKEN');
+  if (parsed.maxBodyBytesInFlight < parsed.maxBodyBytes)
+    throw new ConfigError('MAX_BODY_BYTES_IN_FLIGHT must be at least MAX_BODY_BYTES, or no body of the largest size could ever be read');
   if (parsed.headersTimeoutMs > parsed.requestTimeoutMs) throw new ConfigError('HEADERS_TIMEOUT_MS must not exceed REQUEST_TIMEOUT_MS');
   return parsed;
 }

@@ -1,5 +1,6 @@
 // The /docs API reference for people: Swagger UI served from the local swagger-ui-dist package
 // (no CDN, works offline and in a locked-down container), pointed at /openapi.json.
+import { readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import sirv from 'sirv';
 
@@ -33,7 +34,12 @@ export const DOCS_HTML = `<!doctype html>
 /** Started by the page (a file, not inline, so the CSP needs no 'unsafe-inline' for scripts). */
 export const DOCS_INIT = `window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', deepLinking: true });\n`;
 
-/** Static handler for the Swagger UI files (GET/HEAD only; anything else falls through to 404). */
+/**
+ * The Swagger UI files: `serve` answers GET/HEAD (sirv: ETags, caching), `has` tells whether a
+ * path under DOCS_ASSETS names one of them (the folder is flat), so other methods get 405, not 404.
+ */
 export function createDocsAssets() {
-  return sirv(getAbsoluteFSPath(), { etag: true, maxAge: 3600 });
+  const root = getAbsoluteFSPath();
+  const files = new Set(readdirSync(root, { withFileTypes: true }).flatMap((entry) => (entry.isFile() ? [`/${entry.name}`] : [])));
+  return { serve: sirv(root, { etag: true, maxAge: 3600 }), has: (path: string) => files.has(path) };
 }

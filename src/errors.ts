@@ -15,7 +15,10 @@ export type ErrorCode =
   | 'payloadTooLarge'
   | 'unsupportedMediaType'
   | 'unprocessable'
+  | 'expectationFailed'
+  | 'tooManyRequests'
   | 'unavailable'
+  | 'httpVersionNotSupported'
   | 'internal';
 
 const STATUS: Record<ErrorCode, number> = {
@@ -30,9 +33,15 @@ const STATUS: Record<ErrorCode, number> = {
   payloadTooLarge: 413,
   unsupportedMediaType: 415,
   unprocessable: 422,
+  expectationFailed: 417,
+  tooManyRequests: 429,
   unavailable: 503,
+  httpVersionNotSupported: 505,
   internal: 500,
 };
+
+/** Field errors listed in one problem at most; its detail says how many more there were. */
+export const MAX_REPORTED_ERRORS = 50;
 
 /** One failed field of a request body or query: where, and what is wrong with it. */
 export interface FieldError {
@@ -90,6 +99,11 @@ export function toProblem(error: unknown, instance: string): ProblemResponse {
     detail: known ? error.message : 'The server failed to handle this request; the failure has been logged.',
     instance,
   };
-  if (known && error.errors) body.errors = error.errors;
+  if (known && error.errors) {
+    // Validators bound their own lists; this bound holds for any error, so no problem body is ever unbounded.
+    body.errors = error.errors.slice(0, MAX_REPORTED_ERRORS);
+    const more = error.errors.length - body.errors.length;
+    if (more > 0) body.detail += ` The first ${body.errors.length} of ${error.errors.length} errors are listed, and ${more} more.`;
+  }
   return { status, headers: known ? error.headers : {}, body, unexpected: !known };
 }

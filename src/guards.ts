@@ -1,104 +1,212 @@
-// What every request passes before routing: a request id, security headers, CORS (when
-// configured) and bearer-token authentication (when configured). Guards never touch the database.
+// What every request passes before routing, in one middleware: a request id and security headers,
+// the HTTP/1.x rules, the bound on work in flight, CORS, bearer tokens and the per-client rate limit.
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import cors from 'cors';
 import type { Config } from './config.js';
 import { ApiError } from './errors.js';
+import { createInFlightGate, createRateLimiter } from './load.js';
+import { protocolError, type Target } from './protocol.js';
 
-export type Guard = (req: IncomingMessage & { id?: string; path?: string }, res: ServerResponse, next: (error?: unknown) => void) => void;
+export type GuardedRequest = Target & { id?: string; path?: string };
+export type Guard = (req: GuardedRequest, res: ServerResponse, next: (error?: unknown) => void) => void;
+
+/** What a step decides: stop with an error, stop because it answered, or go on (undefined). */
+type Verdict = ApiError | 'answered' | undefined;
+type Step = (req: GuardedRequest, res: ServerResponse) => Verdict | Promise<Verdict>;
 
 /** Headers every response carries: a JSON API is never sniffed, framed or a referrer source. */
-const SECURITY_HEADERS = {
+const SECURITY_ENTRIES = Object.entries({
   'X-Content-Type-Options': 'nosniff',
   'X-Frame-Options': 'DENY',
   'Referrer-Policy': 'no-referrer',
   'Content-Security-Policy': "default-src 'none'; frame-ancestors 'none'",
-};
+});
 
 /** Response headers a browser script may read across origins. */
-export const EXPOSED_HEADERS = ['Location', 'ETag', 'Link', 'X-Total-Count', 'X-Request-Id', 'Allow', 'Idempotent-Replayed'];
+export const EXPOSED_HEADERS = [
+  'Location',
+  'ETag',
+  'Link',
+  'X-Total-Count',
+  'X-Request-Id',
+  'Allow',
+  'Idempotent-Replayed',
+  'Retry-After',
+  'RateLimit',
+  'RateLimit-Policy',
+];
+
+/** Every method the service defines somewhere: the answer to `OPTIONS *` (RFC 9110 §9.3.7). */
+const ALL_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
 
 /**
  * Paths that stay open when authentication is on: probes (orchestrators have no token) and the
  * documentation (a browser cannot attach a bearer token to a page load; it holds no data).
  */
-const OPEN_PATHS = new Set(['/healthz', '/readyz', '/openapi.json', '/docs', '/docs/init.js'].flatMap((p) => [p, `${p}/`]));
+export const OPEN_PATHS = new Set(['/healthz', '/readyz', '/openapi.json', '/docs', '/docs/init.js'].flatMap((p) => [p, `${p}/`]));
 const OPEN_PREFIX = '/docs/assets/';
+/** Health probes are never rate-limited: an orchestrator polling them must not be told to back off. */
+export const PROBE_PATHS = new Set(['/healthz', '/readyz', '/healthz/', '/readyz/']);
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 
 /**
  * Uses the caller's X-Request-Id when it is sane, else a new UUID; echoes it, sets the security
- * headers, and starts the request log line (one guard: each extra middleware is a polka hop).
+ * headers, and starts the request log line, so that even refused requests are logged with their id.
  */
-function identify(log?: (req: Parameters<Guard>[0], res: ServerResponse) => void): Guard {
-  return (req, res, next) => {
+function identify(log?: (req: GuardedRequest, res: ServerResponse) => void): Step {
+  return (req, res) => {
     const given = req.headers['x-request-id'];
     req.id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     res.setHeader('X-Request-Id', req.id);
     for (const [name, value] of SECURITY_ENTRIES) res.setHeader(name, value);
     log?.(req, res);
-    next();
+    return undefined;
   };
 }
-const SECURITY_ENTRIES = Object.entries(SECURITY_HEADERS);
+
+/** CORS headers, and the answer to a real preflight (OPTIONS with Origin and Access-Control-Request-Method). */
+function corsStep(origins: NonNullable<Config['corsOrigins']>): Step {
+  const handle = cors({
+    origin: origins,
+    methods: ALL_METHODS.split(', '),
+    exposedHeaders: EXPOSED_HEADERS,
+    maxAge: 600,
+    optionsSuccessStatus: 204,
+  });
+  return (req, res) => {
+    // Not a preflight: an OPTIONS without both headers is routed like any request (204 + Allow, or 404).
+    if (req.method === 'OPTIONS' && !(req.headers.origin && req.headers['access-control-request-method'])) return undefined;
+    let verdict: Verdict;
+    // With a fixed origin list, cors decides synchronously; it ends the response for a preflight.
+    handle(req, res, (error?: unknown) => {
+      verdict = error instanceof ApiError ? error : undefined;
+    });
+    return res.writableEnded ? 'answered' : verdict;
+  };
+}
 
 /** Digest first, so the comparison is constant-time whatever the lengths. */
 function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
 
+type Client = 'full' | 'read' | 'invalid' | 'none';
+
 /**
- * Requires `Authorization: Bearer <token>`; the read token may only GET, HEAD and OPTIONS.
- * @see https://www.rfc-editor.org/rfc/rfc6750#section-3
+ * Which token a request presents: `Authorization: Bearer <token>`, compared in constant time.
+ * @see https://www.rfc-editor.org/rfc/rfc6750#section-2.1
  */
-function authenticate(fullToken: string, readToken: string | undefined): Guard {
+function tokenReader(fullToken: string, readToken: string | undefined): (req: IncomingMessage) => Client {
   const full = digest(fullToken);
   const read = readToken === undefined ? undefined : digest(readToken);
-  const challenge = (error?: string) => ({ 'WWW-Authenticate': `Bearer realm="restable"${error ? `, error="${error}"` : ''}` });
-  return (req, _res, next) => {
-    if (OPEN_PATHS.has(req.path ?? '') || req.path?.startsWith(OPEN_PREFIX)) return next();
+  return (req) => {
     const header = req.headers.authorization;
-    if (!header)
-      return next(
-        new ApiError('unauthorized', 'This service needs a bearer token (Authorization: Bearer <token>).', { headers: challenge() }),
-      );
+    if (!header) return 'none';
     const match = /^Bearer +([\x21-\x7e]+) *$/i.exec(header);
     const given = match ? digest(match[1] as string) : undefined;
-    if (given && timingSafeEqual(given, full)) return next();
-    if (given && read && timingSafeEqual(given, read)) {
-      if (READ_METHODS.has(req.method ?? '')) return next();
-      return next(
-        new ApiError('forbidden', `The read-only token may not ${req.method}; use the full token.`, {
-          headers: challenge('insufficient_scope'),
-        }),
-      );
-    }
-    next(new ApiError('unauthorized', 'The bearer token is not valid.', { headers: challenge('invalid_token') }));
+    if (given && timingSafeEqual(given, full)) return 'full';
+    if (given && read && timingSafeEqual(given, read)) return 'read';
+    return 'invalid';
   };
 }
 
 /**
- * The guards for a configuration, in the order they must run; `log` (the request logger) starts
- * right after the request id is set, so that even refused requests are logged with their id.
+ * 401 without a valid token, 403 for a write with the read token; open paths pass.
+ * @see https://www.rfc-editor.org/rfc/rfc6750#section-3
+ */
+function authorize(req: GuardedRequest, client: Client): Verdict {
+  if (OPEN_PATHS.has(req.path ?? '') || req.path?.startsWith(OPEN_PREFIX)) return undefined;
+  const challenge = (error?: string) => ({ 'WWW-Authenticate': `Bearer realm="restable"${error ? `, error="${error}"` : ''}` });
+  if (client === 'full' || (client === 'read' && READ_METHODS.has(req.method ?? ''))) return undefined;
+  if (client === 'read') {
+    return new ApiError('forbidden', `The read-only token may not ${req.method}; use the full token.`, {
+      headers: challenge('insufficient_scope'),
+    });
+  }
+  if (client === 'none') {
+    return new ApiError('unauthorized', 'This service needs a bearer token (Authorization: Bearer <token>).', { headers: challenge() });
+  }
+  return new ApiError('unauthorized', 'The bearer token is not valid.', { headers: challenge('invalid_token') });
+}
+
+/**
+ * Tokens, then the rate limit, then authorization: a client is counted by its token when the token
+ * is valid, else by its address, so failed attempts count against the address that makes them.
+ */
+function clientStep(config: Pick<Config, 'authToken' | 'authReadToken' | 'rateLimit' | 'rateLimitWindowS'>): Step | undefined {
+  const readToken = config.authToken ? tokenReader(config.authToken, config.authReadToken) : undefined;
+  const limit = createRateLimiter(config);
+  if (!readToken && !limit) return undefined;
+  const check = (req: GuardedRequest, client: Client) => (readToken ? authorize(req, client) : undefined);
+  return (req, res) => {
+    const client = readToken?.(req) ?? 'none';
+    if (!limit || PROBE_PATHS.has(req.path ?? '')) return check(req, client);
+    const key = client === 'full' || client === 'read' ? `token:${client}` : `address:${req.socket.remoteAddress ?? ''}`;
+    return limit(key).then((outcome) => {
+      if (!outcome.allowed) return outcome.error;
+      for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, value);
+      return check(req, client);
+    });
+  };
+}
+
+/** `OPTIONS *` asks what the server supports as a whole; it is answered after every other guard. */
+const asterisk: Step = (req, res) => {
+  if (!req.asteriskForm) return undefined;
+  res.writeHead(204, { Allow: ALL_METHODS });
+  res.end();
+  return 'answered';
+};
+
+/** Runs steps in order in one middleware (each polka hop costs), pausing only for a step that is async. */
+function chain(steps: Step[]): Guard {
+  return (req, res, next) => {
+    let i = 0;
+    const settle = (verdict: Verdict): boolean => {
+      if (verdict === undefined) return false;
+      if (verdict !== 'answered') next(verdict);
+      return true;
+    };
+    const run = (): void => {
+      while (i < steps.length) {
+        const verdict = (steps[i++] as Step)(req, res);
+        if (verdict instanceof Promise) return void verdict.then((v) => settle(v) || run(), next);
+        if (settle(verdict)) return;
+      }
+      next();
+    };
+    run();
+  };
+}
+
+/**
+ * The one guard middleware for a configuration; `log` (the request logger) starts right after the
+ * request id is set.
  */
 export function createGuards(
-  config: Pick<Config, 'authToken' | 'authReadToken' | 'corsOrigins'>,
-  log?: (req: Parameters<Guard>[0], res: ServerResponse) => void,
-): Guard[] {
-  const guards: Guard[] = [identify(log)];
-  if (config.corsOrigins) {
-    guards.push(
-      cors({
-        origin: config.corsOrigins,
-        methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
-        exposedHeaders: EXPOSED_HEADERS,
-        maxAge: 600,
-        optionsSuccessStatus: 204,
-      }) as Guard,
-    );
-  }
-  if (config.authToken) guards.push(authenticate(config.authToken, config.authReadToken));
-  return guards;
+  config: Pick<
+    Config,
+    | 'authToken'
+    | 'authReadToken'
+    | 'corsOrigins'
+    | 'maxInFlight'
+    | 'maxBodyBytesInFlight'
+    | 'maxBodyBytes'
+    | 'rateLimit'
+    | 'rateLimitWindowS'
+  >,
+  log?: (req: GuardedRequest, res: ServerResponse) => void,
+): Guard {
+  const client = clientStep(config);
+  const steps: (Step | undefined)[] = [
+    identify(log),
+    protocolError,
+    createInFlightGate(config),
+    config.corsOrigins ? corsStep(config.corsOrigins) : undefined,
+    client,
+    asterisk,
+  ];
+  return chain(steps.filter((step): step is Step => step !== undefined));
 }

@@ -6,11 +6,19 @@ import Negotiator from 'negotiator';
 import getRawBody from 'raw-body';
 import { etagOf } from './conditional.js';
 import { ApiError, type ProblemResponse } from './errors.js';
+import { checkJsonDocument } from './validation.js';
 
-/** Reads the whole body as a string, refusing it (413) as soon as it passes `limit` bytes. */
+/** Decodes bodies; `fatal` refuses bytes that are not UTF-8 instead of turning them into U+FFFD. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Reads the whole body as a string, refusing it (413) as soon as it passes `limit` bytes, and (400)
+ * when it is not UTF-8: a replacement character would silently alter what the client sent.
+ */
 async function readText(req: IncomingMessage, limit: number): Promise<string> {
+  let bytes: Buffer;
   try {
-    return await getRawBody(req, { limit, encoding: 'utf8' });
+    bytes = await getRawBody(req, { limit });
   } catch (error) {
     const type = (error as { type?: string }).type;
     if (type === 'entity.too.large') {
@@ -18,11 +26,13 @@ async function readText(req: IncomingMessage, limit: number): Promise<string> {
         headers: { Connection: 'close' },
       });
     }
-    if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
-      throw new ApiError('unsupportedMediaType', 'The request body must be UTF-8 encoded JSON.');
-    }
     if (type === 'request.aborted') throw new ApiError('badRequest', 'The request body was cut off.', { cause: error });
     throw new ApiError('badRequest', 'The request body could not be read.', { cause: error });
+  }
+  try {
+    return UTF8.decode(bytes);
+  } catch {
+    throw new ApiError('badRequest', 'The request body is not valid UTF-8.');
   }
 }
 
@@ -42,8 +52,10 @@ function mediaTypeOf(req: IncomingMessage): { type: string; charset?: string } |
 }
 
 /**
- * Reads a JSON request body whose media type is one of `accepted`.
- * @throws 415 for another or no media type, 413 past `limit`, 400 for malformed JSON
+ * Reads a JSON request body whose media type is one of `accepted`, checked by checkJsonDocument
+ * before anything walks it (bounded nesting, well-formed Unicode).
+ * @throws 415 for another or no media type, 413 past `limit`, 400 for malformed or too deeply nested
+ *   JSON, 422 for lone surrogates
  * @see https://www.rfc-editor.org/rfc/rfc9110#section-15.5.16
  */
 export async function readJson(req: IncomingMessage, limit: number, accepted: readonly string[]): Promise<unknown> {
@@ -53,17 +65,27 @@ export async function readJson(req: IncomingMessage, limit: number, accepted: re
       headers: ADVERTISE[req.method ?? ''] ? { [ADVERTISE[req.method ?? ''] as string]: accepted.join(', ') } : {},
     });
   }
+  const coding = req.headers['content-encoding'];
+  if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
+    // Bodies are read as sent; a compressed one would be parsed as garbage. @see RFC 9110 §15.5.16
+    throw new ApiError('unsupportedMediaType', `The request body must not be encoded (Content-Encoding: ${coding.slice(0, 40)}).`, {
+      headers: { 'Accept-Encoding': 'identity' },
+    });
+  }
   const declared = Number(req.headers['content-length']);
   if (declared > limit) {
     throw new ApiError('payloadTooLarge', `The request body is larger than ${limit} bytes.`, { headers: { Connection: 'close' } });
   }
   const text = await readText(req, limit);
   if (text.trim() === '') throw new ApiError('badRequest', 'The request body is empty; a JSON document is required.');
+  let document: unknown;
   try {
-    return JSON.parse(text);
+    document = JSON.parse(text);
   } catch (error) {
     throw new ApiError('badRequest', `The request body is not valid JSON: ${(error as Error).message}`);
   }
+  checkJsonDocument(document);
+  return document;
 }
 
 /** A complete JSON response, ready to send or to store for an idempotent replay. */

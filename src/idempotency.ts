@@ -2,12 +2,13 @@
 // of its request and replayed on retries; check, create and store happen in one transaction.
 import { createHash } from 'node:crypto';
 import { and, eq, gt, inArray, lte } from 'drizzle-orm';
-import stringify from 'safe-stable-stringify';
+import { configure } from 'safe-stable-stringify';
 import type { Db } from './db/client.js';
 import { idempotencyKeys } from './db/internal-schema.js';
 import { ApiError } from './errors.js';
 import type { JsonResponse } from './http.js';
 import { unavailableFrom } from './repository.js';
+import { MAX_JSON_DEPTH } from './validation.js';
 
 /** How long a key is remembered (API.md §6: at least 24 hours). */
 export const KEY_TTL_MS = 24 * 60 * 60 * 1000;
@@ -24,6 +25,12 @@ export function parseIdempotencyKey(header: string | string[] | undefined): stri
   if (!KEY.test(key)) throw new ApiError('badRequest', 'Idempotency-Key must be 1 to 255 visible ASCII characters.');
   return key;
 }
+
+/**
+ * Serialises a body with sorted keys. Its recursion stops at MAX_JSON_DEPTH, the nesting readJson
+ * lets through (checked without recursion), so no body can exhaust the stack here.
+ */
+const stringify = configure({ maximumDepth: MAX_JSON_DEPTH });
 
 /** What a retry must repeat: method, path (trailing slash ignored) and the JSON body, key order ignored. */
 export function fingerprintOf(method: string, path: string, body: unknown): string {

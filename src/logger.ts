@@ -10,9 +10,9 @@ export function createLogger(config: Pick<Config, 'logLevel'>, pretty = Boolean(
   return pretty ? pino({ ...options, transport: { target: 'pino-pretty', options: { translateTime: 'SYS:standard' } } }) : pino(options);
 }
 
-/** The level of a finished request's line: 5xx errors, 4xx and 503 (not ready) warnings, else info. */
+/** The level of a finished request's line: 5xx errors, 4xx, 503 (not ready, shed) and 505 (a client's HTTP version) warnings, else info. */
 function levelOf(status: number): 'error' | 'warn' | 'info' {
-  if (status >= 500 && status !== 503) return 'error';
+  if (status >= 500 && status !== 503 && status !== 505) return 'error';
   return status >= 400 ? 'warn' : 'info';
 }
 
@@ -22,12 +22,14 @@ function levelOf(status: number): 'error' | 'warn' | 'info' {
  * level is off (no child logger per request: that alone cost ~9% of GET throughput).
  */
 export function createRequestLogger(logger: Logger) {
-  return (req: IncomingMessage & { id?: string }, res: ServerResponse) => {
+  return (req: IncomingMessage & { id?: string; originalUrl?: string }, res: ServerResponse) => {
+    // The target as sent (an absolute-form URL or `*` is rewritten for routing before this runs).
+    const target = req.originalUrl ?? req.url ?? '';
     const start = performance.now();
     res.once('finish', () => {
       const level = levelOf(res.statusCode);
       if (!logger.isLevelEnabled(level)) return;
-      const path = (req.url ?? '').split('?')[0];
+      const path = target.split('?')[0];
       logger[level](
         {
           requestId: req.id,

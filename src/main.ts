@@ -7,6 +7,7 @@ import { createApp } from './app.js';
 import { type Config, ConfigError, parseConfig } from './config.js';
 import { closeDatabase, openDatabase } from './db/client.js';
 import { applyMigrations, MigrationError } from './db/migrate.js';
+import { startRateLimitPrimary } from './load.js';
 import { createLogger } from './logger.js';
 import { RegistryError } from './resources.js';
 import { createHttpServer } from './server.js';
@@ -86,6 +87,7 @@ async function serve(config: Config, logger: Logger): Promise<void> {
 /** The cluster primary: migrates once, forks the workers, replaces crashed ones, stops them all. */
 async function supervise(config: Config, logger: Logger): Promise<void> {
   closeDatabase(await migrate(config, logger));
+  if (config.rateLimit) startRateLimitPrimary();
   let stopping = false;
   cluster.on('exit', (worker, code, signal) => {
     if (!stopping) {

@@ -2,6 +2,7 @@
 // included), schemas from the same zod validators the router uses, headers and every status.
 import { createSelectSchema } from 'drizzle-zod';
 import { z } from 'zod';
+import { OPEN_PATHS, PROBE_PATHS } from './guards.js';
 import { LIMIT, OPERATORS, type Operator } from './query.js';
 import type { Field, Method, Registry, Resource, Route } from './resources.js';
 
@@ -12,6 +13,8 @@ export interface OpenApiOptions {
   version?: string;
   /** Whether bearer authentication is on (adds the security scheme and 401/403). */
   auth?: boolean;
+  /** Whether the per-client rate limit is on (adds 429 wherever it applies: every path but the probes). */
+  rateLimit?: boolean;
   /** The service's own endpoints (index, health, docs) with their methods. */
   services?: { path: string; methods: readonly Method[]; summary: string; produces: string }[];
 }
@@ -23,7 +26,7 @@ function jsonSchema(schema: z.ZodType): Json {
   return rest;
 }
 
-/** The element schema, read-only fields marked, server-managed timestamps as date-times. */
+/** The element schema (what GET answers): read-only fields marked, server-managed timestamps as date-times. */
 function elementSchema(resource: Resource): Json {
   const schema = jsonSchema(createSelectSchema(resource.table));
   const properties = schema.properties as Record<string, Json>;
@@ -35,25 +38,72 @@ function elementSchema(resource: Resource): Json {
   return schema;
 }
 
-/** A PUT body: the writable fields, plus read-only ones that may only repeat their current value. */
+/** Whether a JSON schema admits null (`type: "null"`, a type list with it, or an `anyOf` branch that does). */
+function allowsNull(schema: Json): boolean {
+  const { type, anyOf } = schema;
+  return type === 'null' || (Array.isArray(type) && type.includes('null')) || (Array.isArray(anyOf) && anyOf.some(allowsNull));
+}
+
+/** The schema without its null alternative (for a value that must name something, never null). */
+function withoutNull(schema: Json): Json {
+  if (Array.isArray(schema.type)) return { ...schema, type: schema.type.filter((t) => t !== 'null') };
+  if (!Array.isArray(schema.anyOf)) return schema;
+  const { anyOf, ...rest } = schema;
+  const kept = (anyOf as Json[]).filter((branch) => branch.type !== 'null').map(withoutNull);
+  return kept.length === 1 ? { ...rest, ...kept[0] } : { ...rest, anyOf: kept };
+}
+
+/**
+ * A read-only field as a request body may carry it (API.md §2: a fetched representation can be sent
+ * back). It is not marked readOnly here: OpenAPI tools drop or refuse readOnly members of requests
+ * (openapi-fetch's Writable, validating proxies with additionalProperties: false), which would make
+ * that promise unusable. The element schema, which describes responses, keeps the mark.
+ */
+function echoSchema(element: Json): Json {
+  const { readOnly: _, ...rest } = element;
+  return { ...rest, description: 'Read-only: may be left out, or repeat the current value; any other value is a 422.' };
+}
+
+/** A create body for a related path (POST /<parent>/{id}/<children>): the path supplies `field`, so the body may leave it out. */
+function relatedCreateSchema(resource: Resource, field: string, parent: string): Json {
+  const schema = jsonSchema(resource.createSchema);
+  const properties = { ...(schema.properties as Record<string, Json>) };
+  properties[field] = {
+    ...withoutNull(properties[field] ?? {}),
+    description: `Optional: the path's ${parent} id supplies it; if present it must equal that id (else 422).`,
+  };
+  const required = ((schema.required as string[] | undefined) ?? []).filter((key) => key !== field);
+  const { required: _, ...rest } = schema;
+  return { ...rest, properties, ...(required.length > 0 ? { required } : {}) };
+}
+
+/** A PUT body: the writable fields (required ones without default required), plus the read-only ones as echoes. */
 function replaceSchema(resource: Resource): Json {
   const schema = jsonSchema(resource.replaceSchema);
   const element = elementSchema(resource).properties as Record<string, Json>;
   const properties = { ...(schema.properties as Json) };
-  for (const key of resource.readOnly) properties[key] = element[key];
+  for (const key of resource.readOnly) properties[key] = echoSchema(element[key] ?? {});
   return { ...schema, properties };
 }
 
-/** A merge patch: every writable field optional; null removes (takes the default, or 422 if required). */
+/**
+ * A merge patch (RFC 7396) as the server applies it: every member optional; null removes a field,
+ * which then takes its default or null, so null is allowed only where that is valid (a nullable
+ * field or one with a default). On a required field, and on a read-only one, null is a 422.
+ */
 function patchSchema(resource: Resource): Json {
-  const { required: _, ...schema } = replaceSchema(resource);
+  const { required = [], ...schema } = replaceSchema(resource) as Json & { required?: string[] };
   const properties = Object.fromEntries(
     Object.entries(schema.properties as Record<string, Json>).map(([key, value]) => [
       key,
-      value.readOnly ? value : { anyOf: [value, { type: 'null' }] },
+      resource.readOnly.has(key) || required.includes(key) || allowsNull(value) ? value : { anyOf: [value, { type: 'null' }] },
     ]),
   );
-  return { ...schema, properties, description: 'JSON Merge Patch (RFC 7396): members set fields, null removes them.' };
+  return {
+    ...schema,
+    properties,
+    description: 'JSON Merge Patch (RFC 7396): members set fields; null resets a field to its default (or null) where it has one.',
+  };
 }
 
 function fieldSchema(field: Field): Json {
@@ -69,6 +119,17 @@ function operatorsOf(field: Field): Operator[] {
   return OPERATORS.filter((op) => text || (op !== 'contains' && op !== 'startsWith'));
 }
 
+/**
+ * The value a filter takes, as the server converts it (src/query.ts): `null` takes true/false; `in` a
+ * comma-separated list; `contains`/`startsWith` any text, even on an enum field (a prefix such as
+ * `d` is no enum value); every other operator a value of the field's type.
+ */
+function operandSchema(field: Field, op: Operator): Json {
+  if (op === 'null') return { type: 'boolean' };
+  if (op === 'in' || op === 'contains' || op === 'startsWith') return { type: 'string' };
+  return fieldSchema(field);
+}
+
 /** The §5 query language of a list: paging, sort, count, and every filter of every scalar field. */
 function listParameters(resource: Resource): Json[] {
   const scalar = resource.fields.filter((f) => ['number', 'boolean', 'string', 'date'].includes(f.column.dataType));
@@ -78,7 +139,7 @@ function listParameters(resource: Resource): Json[] {
       name: `${field.key}[${op}]`,
       in: 'query',
       description: `filter ${field.key} with ${op}${op === 'in' ? ' (comma-separated values)' : ''}`,
-      schema: op === 'null' ? { type: 'boolean' } : op === 'in' ? { type: 'string' } : fieldSchema(field),
+      schema: operandSchema(field, op),
     })),
   ]);
   const sortable = scalar.map((f) => f.key).join('|');
@@ -111,11 +172,28 @@ const ERRORS = {
   MethodNotAllowed: [405, 'The path does not define the method used; Allow lists the ones it does', { Allow: ref('headers', 'Allow') }],
   NotAcceptable: [406, 'Accept rules out application/json'],
   Conflict: [409, 'A unique value is taken, or other elements still reference this one'],
-  PreconditionFailed: [412, 'If-Match does not match the current ETag', { ETag: ref('headers', 'ETag') }],
+  PreconditionFailed: [
+    412,
+    'If-Match does not match the current ETag, or (on a write) If-None-Match matches it',
+    { ETag: ref('headers', 'ETag') },
+  ],
   PayloadTooLarge: [413, 'The body is larger than the configured limit'],
   UnsupportedMediaType: [415, 'The body is not JSON'],
   Unprocessable: [422, 'The body breaks the schema; errors names each field'],
-  Error: ['default', 'Unexpected failure (500) or not ready (503)'],
+  TooManyRequests: [
+    429,
+    'Past the per-client rate limit; Retry-After says when to try again',
+    {
+      'Retry-After': { schema: { type: 'integer' } },
+      RateLimit: { description: 'IETF RateLimit fields: remaining requests and seconds to the reset', schema: { type: 'string' } },
+      'RateLimit-Policy': { schema: { type: 'string' } },
+    },
+  ],
+  Error: [
+    'default',
+    'Unexpected failure (500), or not ready or overloaded (503 with Retry-After)',
+    { 'Retry-After': { schema: { type: 'integer' } } },
+  ],
 } as const satisfies Record<string, readonly [number | 'default', string, Json?]>;
 type ErrorName = keyof typeof ERRORS;
 
@@ -125,16 +203,24 @@ const COMMON_RESPONSES = Object.fromEntries(
 
 const noBody = (description: string, headers?: Json) => ({ description, ...(headers ? { headers } : {}) });
 
+/** With authentication on: 401 without a valid token, 403 when the read-only token is used for a write. */
+function authErrors(options: OpenApiOptions, method: Method): ErrorName[] {
+  if (!options.auth) return [];
+  return ['GET', 'HEAD', 'OPTIONS'].includes(method) ? ['Unauthorized'] : ['Unauthorized', 'Forbidden'];
+}
+
 function operation(route: Route, method: Method, options: OpenApiOptions): Json {
   const { resource, relation, kind } = route;
   const name = relation ? `${relation.parent.name}_${relation.name}` : resource.name;
-  /** The responses of these errors, plus 405 and (with authentication) 401/403, keyed by status. */
+  /** The responses of these errors, plus 405 and, with authentication, 401 (and 403 for writes: the read token may read). */
   const errors = (...names: ErrorName[]) =>
     Object.fromEntries(
-      [...names, 'MethodNotAllowed' as const, ...(options.auth ? (['Unauthorized', 'Forbidden'] as const) : [])].map((name) => [
-        ERRORS[name][0],
-        ref('responses', name),
-      ]),
+      [
+        ...names,
+        'MethodNotAllowed' as const,
+        ...authErrors(options, method),
+        ...(options.rateLimit ? (['TooManyRequests'] as const) : []),
+      ].map((name) => [ERRORS[name][0], ref('responses', name)]),
     );
   const element = ref('schemas', resource.name);
   const json = (schema: Json) => ({ 'application/json': { schema } });
@@ -152,12 +238,12 @@ function operation(route: Route, method: Method, options: OpenApiOptions): Json 
         ? {
             description: `A page of ${resource.name}`,
             headers: { Link: ref('headers', 'Link'), 'X-Total-Count': ref('headers', 'X-Total-Count') },
-            ...(method === 'GET' ? { content: json({ type: 'array', items: element }) } : {}),
+            content: json({ type: 'array', items: element }),
           }
         : {
             description: `The ${resource.name} element`,
             headers: { ETag: ref('headers', 'ETag') },
-            ...(method === 'GET' ? { content: json(element) } : {}),
+            content: json(element),
           };
       return {
         ...base,
@@ -179,7 +265,10 @@ function operation(route: Route, method: Method, options: OpenApiOptions): Json 
         operationId: `create_${name}`,
         summary: `Create a ${resource.name} element${relation ? ` with ${relation.field} from the path` : ''}`,
         parameters: [...idParam, ref('parameters', 'Idempotency-Key')],
-        requestBody: { required: true, content: json(ref('schemas', `${resource.name}.create`)) },
+        requestBody: {
+          required: true,
+          content: json(ref('schemas', relation ? `${resource.name}.create.${relation.field}` : `${resource.name}.create`)),
+        },
         responses: {
           201: {
             description: 'Created',
@@ -204,7 +293,7 @@ function operation(route: Route, method: Method, options: OpenApiOptions): Json 
         ...base,
         operationId: `${method === 'PUT' ? 'replace' : 'patch'}_${name}`,
         summary: method === 'PUT' ? `Replace a ${resource.name} element` : `Merge-patch a ${resource.name} element`,
-        parameters: [...idParam, ref('parameters', 'If-Match')],
+        parameters: [...idParam, ref('parameters', 'If-Match'), ref('parameters', 'If-None-Match')],
         requestBody: {
           required: true,
           content:
@@ -235,7 +324,7 @@ function operation(route: Route, method: Method, options: OpenApiOptions): Json 
         ...base,
         operationId: `delete_${name}`,
         summary: `Delete a ${resource.name} element`,
-        parameters: [...idParam, ref('parameters', 'If-Match')],
+        parameters: [...idParam, ref('parameters', 'If-Match'), ref('parameters', 'If-None-Match')],
         responses: { 204: noBody('Deleted'), ...errors('NotFound', 'Conflict', 'PreconditionFailed', 'Error') },
       };
     case 'OPTIONS':
@@ -251,24 +340,44 @@ function operation(route: Route, method: Method, options: OpenApiOptions): Json 
   }
 }
 
-function serviceOperation(path: string, method: Method, summary: string, produces: string): Json {
+/**
+ * An operation of the service's own endpoints. HEAD declares GET's media type too: generators derive
+ * Accept from the declared responses, and one with only problem+json to choose from gets a 406.
+ * The probes and the documentation stay open when authentication is on (src/guards.ts OPEN_PATHS).
+ */
+function serviceOperation(path: string, method: Method, summary: string, produces: string, options: OpenApiOptions): Json {
   const id = path === '/' ? 'index' : path.replace(/[^a-z]/g, '');
+  const open = OPEN_PATHS.has(path);
+  const auth = options.auth ? (open ? { security: [] } : {}) : {};
+  const guardAnswers = {
+    ...(options.auth && !open ? { 401: ref('responses', 'Unauthorized') } : {}),
+    ...(options.rateLimit && !PROBE_PATHS.has(path) ? { 429: ref('responses', 'TooManyRequests') } : {}),
+  };
   if (method === 'OPTIONS')
     return {
       tags: ['service'],
       operationId: `options_${id}`,
       summary: 'The methods this path supports',
-      responses: { 204: noBody('Allow lists the methods', { Allow: ref('headers', 'Allow') }), 405: ref('responses', 'MethodNotAllowed') },
+      ...auth,
+      responses: {
+        204: noBody('Allow lists the methods', { Allow: ref('headers', 'Allow') }),
+        ...guardAnswers,
+        405: ref('responses', 'MethodNotAllowed'),
+      },
     };
-  const content =
-    method === 'GET'
-      ? { content: { [produces]: { schema: produces === 'application/json' ? { type: 'object' } : { type: 'string' } } } }
-      : {};
+  const schema = produces === 'application/json' ? { type: 'object' } : { type: 'string' };
   return {
     tags: ['service'],
     operationId: `${method.toLowerCase()}_${id}`,
     summary,
-    responses: { 200: { description: summary, ...content }, 405: ref('responses', 'MethodNotAllowed'), default: ref('responses', 'Error') },
+    ...auth,
+    responses: {
+      200: { description: summary, content: { [produces]: { schema } } },
+      ...guardAnswers,
+      405: ref('responses', 'MethodNotAllowed'),
+      406: ref('responses', 'NotAcceptable'),
+      default: ref('responses', 'Error'),
+    },
   };
 }
 
@@ -276,7 +385,7 @@ function serviceOperation(path: string, method: Method, summary: string, produce
 export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Json {
   const paths: Record<string, Json> = {};
   for (const { path, methods, summary, produces } of options.services ?? []) {
-    paths[path] = Object.fromEntries(methods.map((m) => [m.toLowerCase(), serviceOperation(path, m, summary, produces)]));
+    paths[path] = Object.fromEntries(methods.map((m) => [m.toLowerCase(), serviceOperation(path, m, summary, produces, options)]));
   }
   for (const route of registry.routes) {
     paths[route.path] = Object.fromEntries(route.methods.map((m) => [m.toLowerCase(), operation(route, m, options)]));
@@ -304,7 +413,12 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
     cursor: { name: 'cursor', in: 'query', description: 'opaque; from the Link header of the previous page', schema: { type: 'string' } },
     count: { name: 'count', in: 'query', description: 'true adds X-Total-Count', schema: { type: 'boolean', default: false } },
     'If-Match': { name: 'If-Match', in: 'header', schema: { type: 'string' } },
-    'If-None-Match': { name: 'If-None-Match', in: 'header', schema: { type: 'string' } },
+    'If-None-Match': {
+      name: 'If-None-Match',
+      in: 'header',
+      description: 'on GET/HEAD: 304 when it matches; on a write: 412 when it matches',
+      schema: { type: 'string' },
+    },
     'Idempotency-Key': {
       name: 'Idempotency-Key',
       in: 'header',
@@ -317,6 +431,9 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
     schemas[`${resource.name}.create`] = jsonSchema(resource.createSchema);
     schemas[`${resource.name}.replace`] = replaceSchema(resource);
     schemas[`${resource.name}.patch`] = patchSchema(resource);
+    for (const { field, parent } of resource.foreignKeys) {
+      schemas[`${resource.name}.create.${field}`] = relatedCreateSchema(resource, field, parent.name);
+    }
     parameters[`${resource.name}Id`] = {
       name: 'id',
       in: 'path',

@@ -1,6 +1,6 @@
 // Pure parsing of collection query strings (API.md §5): limit, cursor, sort, count and filters,
-// converted to each field's type. Every failure is a 400 ApiError naming the parameter; no I/O.
-import { createHash } from 'node:crypto';
+// converted to each field's type and bounded. Every failure is a 400 ApiError naming the parameter; no I/O.
+import { type CursorCodec, type CursorValue, Digest, toCursorValue } from './cursor.js';
 import { ApiError, type FieldError } from './errors.js';
 import type { Field, Resource } from './resources.js';
 
@@ -9,6 +9,21 @@ export type Operator = (typeof OPERATORS)[number];
 
 export const RESERVED = ['limit', 'cursor', 'sort', 'count'] as const;
 export const LIMIT = { min: 1, max: 1000, default: 100 } as const;
+
+/**
+ * What one list query may ask for. Generous for real use, and far inside SQLite's limits (an
+ * expression depth of 1000, 32766 bound values): a test runs the SQL of the largest query allowed.
+ */
+export const QUERY_LIMITS = {
+  /** Filter parameters (`field=…`, `field[op]=…`, repeats included). */
+  filters: 50,
+  /** Values of one `in` list. */
+  inValues: 500,
+  /** Values of all `in` lists together. */
+  inValuesTotal: 2000,
+  /** Fields named by `sort` (the primary key, added to break ties, is not counted). */
+  sortFields: 8,
+} as const;
 
 export interface Filter {
   field: Field;
@@ -27,14 +42,23 @@ export interface ListQuery {
   /** The requested order, always ending with the primary key so that it is total. */
   sort: SortKey[];
   filters: Filter[];
-  /** Sort-key values of the last row of the previous page. */
+  /** Sort-key values of the last row of the previous page; a long text value is a Digest to read back by `afterRowid`. */
   after?: unknown[];
+  /** The rowid of that row, when `after` holds a Digest. */
+  afterRowid?: number;
   count: boolean;
-  /** Binds cursors to this collection, order and filter set (computed only when a cursor is made or read). */
-  fingerprint: () => string;
+  /** Names the list a cursor belongs to: collection, scope, order and filters (computed only when a cursor is made or read). */
+  binding: () => string;
 }
 
 export type RawQuery = Record<string, string | string[] | undefined>;
+
+export interface ListQueryOptions {
+  /** What fixes the list beyond the query (a related path's parent), for cursor binding. */
+  scope?: string;
+  /** Seals and opens cursors; without it, any cursor is refused. */
+  cursors?: CursorCodec;
+}
 
 const FILTER_NAME = /^([A-Za-z_][A-Za-z0-9_]*)(?:\[([A-Za-z]+)\])?$/;
 const CANONICAL_INTEGER = /^-?(0|[1-9][0-9]*)$/;
@@ -106,7 +130,11 @@ function parseLimit(raw: string): number {
 
 function parseSort(resource: Resource, raw: string | undefined): SortKey[] {
   const keys: SortKey[] = [];
-  for (const part of raw === undefined ? [] : raw.split(',')) {
+  const parts = raw === undefined ? [] : raw.split(',');
+  if (parts.length > QUERY_LIMITS.sortFields) {
+    throw bad('sort', `names ${parts.length} fields; at most ${QUERY_LIMITS.sortFields} are allowed`);
+  }
+  for (const part of parts) {
     const descending = part.startsWith('-');
     const field = fieldNamed(resource, descending ? part.slice(1) : part, 'sort');
     if (kindOf(field) === undefined) throw bad('sort', `cannot order by ${field.key}`);
@@ -134,57 +162,57 @@ function parseFilter(resource: Resource, name: string, raw: string): Filter {
   if (operator === 'in') {
     const parts = raw.split(',');
     if (raw === '') throw bad(name, 'needs at least one value');
+    if (parts.length > QUERY_LIMITS.inValues) throw bad(name, `lists ${parts.length} values; at most ${QUERY_LIMITS.inValues} are allowed`);
     return { field, op: operator, value: parts.map((part) => toFieldValue(field, part, name)) };
   }
   return { field, op: operator, value: TEXT_ONLY.includes(operator) ? raw : toFieldValue(field, raw, name) };
 }
 
-/** The fingerprint of everything a cursor depends on: collection, fixed scope, order and filters. */
-function fingerprintOf(resource: Resource, scope: string, query: RawQuery): string {
-  const parts = Object.entries(query)
+/** Names the list a cursor belongs to: collection, fixed scope, order and filters (not limit or count). */
+function bindingOf(resource: Resource, scope: string, query: RawQuery): string {
+  const pairs = Object.entries(query)
     .filter(([name]) => !['limit', 'cursor', 'count'].includes(name))
-    .map(([name, value]) => `${name}=${[value].flat().join('\u0000')}`)
+    .flatMap(([name, value]) => [value ?? ''].flat().map((v) => JSON.stringify([name, v])))
     .sort();
-  return createHash('sha256')
-    .update([resource.name, scope, ...parts].join('\n'))
-    .digest('base64url')
-    .slice(0, 16);
+  return JSON.stringify([resource.name, scope, pairs]);
 }
 
-/** Encodes the position after `row` for the next page of `query`. */
-export function encodeCursor(query: ListQuery, row: Record<string, unknown>): string {
-  const values = query.sort.map(({ field }) => {
-    const value = row[field.key];
-    return value instanceof Date ? value.toISOString() : value;
-  });
-  return Buffer.from(JSON.stringify({ q: query.fingerprint(), v: values })).toString('base64url');
+/**
+ * The cursor of the position after `row` in `query`'s order.
+ * @param locate the row's rowid, asked for only when a sort value is too long to carry
+ */
+export function encodeCursor(query: ListQuery, row: Record<string, unknown>, cursors: CursorCodec, locate: () => number): string {
+  const values = query.sort.map(({ field }) => toCursorValue(row[field.key]));
+  const rowid = values.some((value) => value instanceof Digest) ? locate() : undefined;
+  return cursors.seal(query.binding(), { values, rowid });
 }
 
-function parseCursor(raw: string, sort: SortKey[], fingerprint: () => string): unknown[] {
-  let decoded: unknown;
-  try {
-    decoded = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
-  } catch {
-    throw bad('cursor', 'is not a cursor this service issued');
-  }
-  const { q, v } = (decoded ?? {}) as { q?: unknown; v?: unknown };
-  if (typeof q !== 'string' || !Array.isArray(v) || v.length !== sort.length) throw bad('cursor', 'is not a cursor this service issued');
-  if (q !== fingerprint()) throw bad('cursor', 'belongs to another collection, order or filter; start again without it');
-  return sort.map(({ field }, i) => {
-    const value = v[i];
+const FOREIGN_CURSOR =
+  'is not a cursor of this list: it was edited, or made for another collection, order, filter or server; start again without it';
+
+function parseCursor(
+  raw: string,
+  sort: SortKey[],
+  binding: () => string,
+  cursors: CursorCodec | undefined,
+): Pick<ListQuery, 'after' | 'afterRowid'> {
+  const position = raw === '' ? undefined : cursors?.open(binding(), raw);
+  if (!position || position.values.length !== sort.length) throw bad('cursor', FOREIGN_CURSOR);
+  const after = sort.map(({ field }, i): unknown => {
+    const value = position.values[i] as CursorValue;
     if (value === null && !field.column.notNull) return null;
-    const scalar = typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean';
-    if (!scalar) throw bad('cursor', 'is not a cursor this service issued');
+    if (value instanceof Digest && kindOf(field) === 'string' && position.rowid !== undefined) return value;
+    if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') throw bad('cursor', FOREIGN_CURSOR);
     return toFieldValue(field, String(value), 'cursor');
   });
+  return { after, afterRowid: position.rowid };
 }
 
 /**
  * Parses the query string of a collection or related list.
- * @param scope what fixes the list beyond the query (a related path's parent), for cursor binding
- * @throws {ApiError} 400 for any unknown, malformed or out-of-range parameter
+ * @throws {ApiError} 400 for any unknown, malformed or out-of-range parameter, or one past QUERY_LIMITS
  */
-export function parseListQuery(resource: Resource, query: RawQuery, scope = ''): ListQuery {
+export function parseListQuery(resource: Resource, query: RawQuery, { scope = '', cursors }: ListQueryOptions = {}): ListQuery {
   const errors: FieldError[] = [];
   const attempt = <T>(work: () => T): T | undefined => {
     try {
@@ -202,17 +230,33 @@ export function parseListQuery(resource: Resource, query: RawQuery, scope = ''):
     if (raw !== 'true' && raw !== 'false') throw bad('count', 'must be true or false');
     return raw === 'true';
   });
-  const filters = Object.entries(query)
+  const given = Object.entries(query)
     .filter(([name]) => !(RESERVED as readonly string[]).includes(name))
-    .flatMap(([name, value]) => [value ?? ''].flat().map((raw) => attempt(() => parseFilter(resource, name, raw))));
+    .flatMap(([name, value]) => [value ?? ''].flat().map((raw) => [name, raw] as const));
+  for (const [name] of given.slice(QUERY_LIMITS.filters)) {
+    errors.push({ path: name, message: `is past the ${QUERY_LIMITS.filters} filters a query may have` });
+  }
+  const filters = given.slice(0, QUERY_LIMITS.filters).map(([name, raw]) => attempt(() => parseFilter(resource, name, raw)));
+  let inValues = 0;
+  for (const [i, filter] of filters.entries()) {
+    if (filter?.op !== 'in') continue;
+    inValues += (filter.value as unknown[]).length;
+    if (inValues > QUERY_LIMITS.inValuesTotal) {
+      errors.push({
+        path: given[i]?.[0] as string,
+        message: `takes the in lists past the ${QUERY_LIMITS.inValuesTotal} values a query may have`,
+      });
+      break;
+    }
+  }
   let memo: string | undefined;
-  const fingerprint = () => (memo ??= fingerprintOf(resource, scope, query));
-  const after =
-    query.cursor === undefined || !sort ? undefined : attempt(() => parseCursor(single('cursor', query.cursor), sort, fingerprint));
+  const binding = () => (memo ??= bindingOf(resource, scope, query));
+  const position =
+    query.cursor === undefined || !sort ? {} : attempt(() => parseCursor(single('cursor', query.cursor), sort, binding, cursors));
   if (errors.length > 0) {
     const first = errors[0] as FieldError;
     const more = errors.length > 1 ? ` (and ${errors.length - 1} more)` : '';
     throw new ApiError('badRequest', `Query parameter "${first.path}" ${first.message}${more}.`, { errors });
   }
-  return { limit: limit as number, sort: sort as SortKey[], filters: filters as Filter[], after, count: count as boolean, fingerprint };
+  return { limit: limit as number, sort: sort as SortKey[], filters: filters as Filter[], ...position, count: count as boolean, binding };
 }

@@ -2,6 +2,7 @@
 // It maps SQLite's constraint errors to ApiErrors (once, here) and knows nothing of HTTP.
 import { and, asc, count, desc, eq, gt, gte, inArray, is, isNotNull, isNull, lt, lte, or, SQL, sql } from 'drizzle-orm';
 import type { SQLiteColumn } from 'drizzle-orm/sqlite-core';
+import { Digest, digestOf } from './cursor.js';
 import type { Db } from './db/client.js';
 import { ApiError } from './errors.js';
 import type { Filter, ListQuery, SortKey } from './query.js';
@@ -22,6 +23,8 @@ export interface Page {
   more: boolean;
   /** Rows matching the filters on all pages, when the query asked for a count. */
   total?: number;
+  /** The rowid of one of `rows` (for a cursor that cannot carry a long sort value). */
+  rowidOf: (row: Row) => number;
 }
 
 /** Runs against the current row inside the write transaction; throws to stop the write (e.g. a 412). */
@@ -317,8 +320,48 @@ export function createRepository(db: Db, resource: Resource): Repository {
     });
   }
 
+  /** Prepared on first use: only a cursor after a long text value needs them (and a WITHOUT ROWID table has no rowid). */
+  let rowidQueries: ReturnType<typeof prepareRowidQueries> | undefined;
+  function prepareRowidQueries() {
+    return {
+      byRowid: db
+        .select()
+        .from(table)
+        .where(sql`rowid = ${sql.placeholder('rowid')}`)
+        .prepare(),
+      rowidByKey: db
+        .select({ rowid: sql<number>`rowid` })
+        .from(table)
+        .where(eq(pk, sql.placeholder('id')))
+        .prepare(),
+    };
+  }
+  const rowid = () => (rowidQueries ??= prepareRowidQueries());
+
+  /**
+   * The cursor's sort values, with each long text value (a Digest) read back from the cursor's
+   * row; a 400 when that row is gone or the value changed, as the position is then unknown.
+   */
+  function positionOf({ sort, after, afterRowid }: ListQuery): unknown[] | undefined {
+    if (!after?.some((value) => value instanceof Digest)) return after;
+    const row = afterRowid === undefined ? undefined : rowid().byRowid.get({ rowid: afterRowid });
+    return after.map((value, i) => {
+      if (!(value instanceof Digest)) return value;
+      const current = row?.[(sort[i] as SortKey).field.key];
+      if (typeof current === 'string' && digestOf(current) === value.digest) return current;
+      throw new ApiError(
+        'badRequest',
+        'Query parameter "cursor" continues after a row that has since changed or been deleted; start again without it.',
+        {
+          errors: [{ path: 'cursor', message: 'continues after a row that has since changed or been deleted' }],
+        },
+      );
+    });
+  }
+
   return {
     list(query, scope) {
+      const after = positionOf(query);
       const b = new Binder();
       const column = (key: string) => resource.fields.find((f) => f.key === key)?.column as SQLiteColumn;
       const filters = and(
@@ -326,9 +369,9 @@ export function createRepository(db: Db, resource: Resource): Repository {
         scope && eq(column(scope.field), b.bind(scope.value, column(scope.field))),
       );
       const filterParams = { ...b.params };
-      const position = query.after && afterCursor(query.sort, query.after, b);
+      const position = after && afterCursor(query.sort, after, b);
       const order = query.sort.map(({ field, descending }) => (descending ? desc(field.column) : asc(field.column)));
-      const rows = cached(listStatements, shapeOf(query, scope, false), () =>
+      const rows = cached(listStatements, shapeOf({ ...query, after }, scope, false), () =>
         db
           .select()
           .from(table)
@@ -342,7 +385,9 @@ export function createRepository(db: Db, resource: Resource): Repository {
             filterParams,
           )?.n ?? 0)
         : undefined;
-      return { rows: rows.slice(0, query.limit), more: rows.length > query.limit, total };
+      const rowidOf = (row: Row) =>
+        (rowid().rowidByKey.get({ id: pk.mapToDriverValue(row[resource.primaryKey.key]) }) as { rowid: number }).rowid;
+      return { rows: rows.slice(0, query.limit), more: rows.length > query.limit, total, rowidOf };
     },
     get: (id) => byId.get({ id }),
     create(row) {

@@ -3,18 +3,20 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { etagOfRow, evaluatePreconditions } from './conditional.js';
 import type { Config } from './config.js';
+import { type CursorCodec, createCursorCodec, readCursorKey } from './cursor.js';
 import type { Db } from './db/client.js';
 import { ApiError } from './errors.js';
 import { accepts, elementResponse, type JsonResponse, readJson, send, sendEmpty, sendJson } from './http.js';
 import { fingerprintOf, type IdempotencyStore, parseIdempotencyKey } from './idempotency.js';
 import { encodeCursor, parseListQuery, type RawQuery } from './query.js';
-import { type Check, createRepository, type Id, notFound, type Page, type Repository, type Scope } from './repository.js';
+import { queryErrorOf, withParameter } from './query-string.js';
+import { type Check, createRepository, type Id, notFound, type Page, type Repository, type Scope, unavailableFrom } from './repository.js';
 import type { Method, Registry, Resource, Route } from './resources.js';
 import { type Row, toCreateRow } from './validation.js';
 
 /** What a handler gets: the request, its response, and the element or parent the path names. */
 export interface Exchange {
-  req: IncomingMessage & { params: Record<string, string>; query: Record<string, unknown>; path: string };
+  req: IncomingMessage & { params: Record<string, string>; query: Record<string, unknown>; path: string; search: string };
   res: ServerResponse;
   /** The key from the path, parsed to the key's type (element and related routes). */
   id?: Id;
@@ -44,8 +46,12 @@ const MERGE_PATCH_BODY = ['application/merge-patch+json', 'application/json'] as
 /** Lists take the query language of API.md §5 on GET (and HEAD); other methods take none. */
 const listsOnGet = (method: string) => method === 'GET';
 
-function rejectQuery({ req }: Exchange, accepts: boolean): void {
-  const names = Object.keys(req.query);
+/** Refuses a query string that could not be read, and any parameter on a path that takes none. */
+/** Refuses a query string that could not be read, and any parameter when the path takes none. */
+export function rejectQuery(query: Record<string, unknown>, accepts: boolean): void {
+  const unreadable = queryErrorOf(query);
+  if (unreadable) throw unreadable;
+  const names = Object.keys(query);
   if (names.length > 0 && !accepts) {
     throw new ApiError('badRequest', `Unknown query parameter "${names[0]}".`, {
       errors: names.map((name) => ({ path: name, message: 'is not a query parameter of this path' })),
@@ -71,27 +77,24 @@ export function toRequestHandler(endpoint: Endpoint): Handler {
     if (method !== 'DELETE' && !accepts(req, produces)) {
       throw new ApiError('notAcceptable', `This path only answers ${produces}; the Accept header rules it out.`);
     }
-    rejectQuery(exchange, endpoint.acceptsQuery?.(method === 'HEAD' ? 'GET' : method) ?? false);
+    rejectQuery(req.query, endpoint.acceptsQuery?.(method === 'HEAD' ? 'GET' : method) ?? false);
     await handler({ ...exchange, ...resolved });
   };
 }
 
 /**
  * Answers one page of a list: the rows, `Link: <…>; rel="next"` while more follow (RFC 8288),
- * and `X-Total-Count` when asked for.
+ * and `X-Total-Count` when asked for. The next-page URL is the client's own query string with
+ * the cursor replaced, so its length is the request's plus a short cursor (both bounded).
  */
-function sendPage({ req, res }: Exchange, repository: Repository, resource: Resource, scope?: Scope): void {
-  const query = parseListQuery(resource, req.query as RawQuery, scope ? `${scope.field}=${scope.value}` : '');
+function sendPage({ req, res }: Exchange, repository: Repository, resource: Resource, cursors: CursorCodec, scope?: Scope): void {
+  const query = parseListQuery(resource, req.query as RawQuery, { scope: scope ? `${scope.field}=${scope.value}` : '', cursors });
   const page: Page = repository.list(query, scope);
   const headers: Record<string, string> = {};
   const last = page.rows.at(-1);
   if (page.more && last) {
-    const params = new URLSearchParams();
-    for (const [name, value] of Object.entries(req.query as RawQuery)) {
-      if (name !== 'cursor') for (const v of [value ?? ''].flat()) params.append(name, v);
-    }
-    params.set('cursor', encodeCursor(query, last));
-    headers.Link = `<${req.path}?${params}>; rel="next"`;
+    const cursor = encodeCursor(query, last, cursors, () => page.rowidOf(last));
+    headers.Link = `<${req.path}?${withParameter(req.search, 'cursor', cursor)}>; rel="next"`;
   }
   if (page.total !== undefined) headers['X-Total-Count'] = String(page.total);
   sendJson(res, 200, page.rows, headers);
@@ -120,6 +123,14 @@ function sendElement({ req, res }: Exchange, row: Row): void {
 export function createResourceEndpoints(registry: Registry, db: Db, config: Config, idempotency: IdempotencyStore): Endpoint[] {
   const repositories = new Map<Resource, Repository>(registry.resources.map((r) => [r, createRepository(db, r)]));
   const repo = (resource: Resource) => repositories.get(resource) as Repository;
+  /** Read (or made and stored) on first use; a database that cannot store it yet answers 503. */
+  const cursors = createCursorCodec(() => {
+    try {
+      return readCursorKey(db, config.cursorSecret);
+    } catch (error) {
+      throw unavailableFrom(error) ?? error;
+    }
+  });
 
   const resolver = (owner: Resource) => (params: Record<string, string>) => {
     const id = owner.parseId(params.id ?? '');
@@ -151,7 +162,7 @@ export function createResourceEndpoints(registry: Registry, db: Db, config: Conf
         ...base,
         acceptsQuery: listsOnGet,
         handlers: {
-          GET: (exchange) => sendPage(exchange, repository, resource),
+          GET: (exchange) => sendPage(exchange, repository, resource, cursors),
           POST: (exchange) => create(exchange, resource),
         },
       };
@@ -183,7 +194,7 @@ export function createResourceEndpoints(registry: Registry, db: Db, config: Conf
       acceptsQuery: listsOnGet,
       resolve: resolver(parent),
       handlers: {
-        GET: (exchange) => sendPage(exchange, repository, resource, { field, value: exchange.id }),
+        GET: (exchange) => sendPage(exchange, repository, resource, cursors, { field, value: exchange.id }),
         POST: (exchange) => create(exchange, resource, { [field]: exchange.id }),
       },
     };

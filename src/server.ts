@@ -1,24 +1,44 @@
-// The node:http server around the app: timeouts that bound slow clients, and malformed requests
-// (rejected by the HTTP parser before routing) answered with a problem body instead of silence.
-import { createServer, type RequestListener, type Server } from 'node:http';
+// The node:http server around the app: timeouts that bound slow clients, and requests Node itself
+// would answer or drop (malformed, timed out, CONNECT, odd Expect) given a problem body instead.
+import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Config } from './config.js';
 
 const KEEP_ALIVE_TIMEOUT_MS = 5000;
+/** How long a refused client gets to read its answer before the socket is destroyed anyway. */
+const LINGER_MS = 1000;
 
-function rejectClient(error: NodeJS.ErrnoException, socket: Duplex): void {
+/**
+ * Writes a problem answer on a raw socket and closes it for good: a client that reads it closes
+ * its side and the socket ends; one that keeps its side open is destroyed after LINGER_MS, so it
+ * cannot hold the file descriptor. (Destroying at once would reset the connection while the
+ * client's unread bytes are pending, and the client might never see the answer.)
+ */
+function refuse(socket: Duplex, status: number, title: string, detail: string): void {
   if (!socket.writable) return void socket.destroy();
-  const [status, title] =
-    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-      ? [408, 'Request Timeout']
-      : error.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, 'Request Header Fields Too Large']
-        : [400, 'Bad Request'];
-  const body = JSON.stringify({ type: 'about:blank', title, status, detail: 'The request could not be read as HTTP/1.1.', instance: '' });
+  const body = JSON.stringify({ type: 'about:blank', title, status, detail, instance: '' });
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref();
+  socket.once('close', () => clearTimeout(timer));
   socket.end(
     `HTTP/1.1 ${status} ${title}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
       `Connection: close\r\nX-Content-Type-Options: nosniff\r\n\r\n${body}`,
   );
+}
+
+/** The status, title and detail of a request Node's parser refused. */
+const PARSE_FAILURES: Record<string, [number, string, string]> = {
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout', 'The request was not received in time.'],
+  HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large', 'The request headers are larger than the server reads.'],
+  HPE_INVALID_VERSION: [505, 'HTTP Version Not Supported', 'This service serves HTTP/1.1 (and HTTP/1.0).'],
+};
+
+function rejectClient(error: NodeJS.ErrnoException, socket: Duplex): void {
+  refuse(socket, ...(PARSE_FAILURES[error.code ?? ''] ?? [400, 'Bad Request', 'The request could not be read as HTTP/1.1.']));
+}
+
+/** CONNECT asks for a tunnel; this service is an origin server, not a proxy. */
+function rejectConnect(_req: IncomingMessage, socket: Duplex): void {
+  refuse(socket, 405, 'Method Not Allowed', 'CONNECT is not served: this is an origin server, not a proxy.');
 }
 
 /** Creates (does not start) the HTTP server with the configured header and request timeouts. */
@@ -29,9 +49,14 @@ export function createHttpServer(listener: RequestListener, config: Pick<Config,
       requestTimeout: config.requestTimeoutMs,
       keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
       connectionsCheckingInterval: Math.min(1000, config.headersTimeoutMs),
+      // The app checks Host itself and answers a missing one with a problem body (Node's 400 is bare).
+      requireHostHeader: false,
     },
     listener,
   );
   server.on('clientError', rejectClient);
+  server.on('connect', rejectConnect);
+  // An Expect other than 100-continue goes to the app like any request; its guards answer 417.
+  server.on('checkExpectation', listener);
   return server;
 }

@@ -1,98 +1,269 @@
 // Pure checks that turn a parsed JSON body into the row a resource accepts, with the registry's
-// zod schemas; every failure is a 422 ApiError listing field errors. No I/O happens here.
+// zod schemas; every failure is a 4xx ApiError with a bounded list of field errors. No I/O here.
 import { isDeepStrictEqual } from 'node:util';
 import type { z } from 'zod';
-import { ApiError, type FieldError } from './errors.js';
+import { ApiError, type FieldError, MAX_REPORTED_ERRORS } from './errors.js';
 import type { Resource } from './resources.js';
 
 export type Row = Record<string, unknown>;
+
+/** How deep arrays and objects may nest in a body (a top-level object is level 1); deeper is a 400. */
+export const MAX_JSON_DEPTH = 64;
+/** The longest piece of a client's text (a key, a path) echoed back in an error. */
+export const MAX_ECHOED_LENGTH = 64;
+
+/** A UTF-16 code unit of a surrogate pair standing alone: no Unicode text, so no UTF-8 can store it. */
+const LONE_SURROGATE = /\p{Surrogate}/u;
+const LONE_SURROGATES = /\p{Surrogate}/gu;
 
 function isObject(value: unknown): value is Row {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function invalid(resource: Resource, errors: FieldError[]): ApiError {
-  return new ApiError('unprocessable', `The body is not a valid ${resource.name} representation.`, { errors });
+/**
+ * A client's text made safe to echo in an error: at most MAX_ECHOED_LENGTH characters (so a 1 MB key
+ * is not sent back), lone surrogates replaced by U+FFFD.
+ */
+export function echo(text: string): string {
+  const short = text.length > MAX_ECHOED_LENGTH ? `${text.slice(0, MAX_ECHOED_LENGTH)}…` : text;
+  return short.replace(LONE_SURROGATES, '\ufffd');
+}
+
+/**
+ * The field errors of one body: every one is counted, the first MAX_REPORTED_ERRORS are kept, so
+ * a body with 50,000 bad keys costs a 422 of a few kilobytes.
+ */
+class FieldErrors {
+  readonly list: FieldError[] = [];
+  total = 0;
+
+  /** Adds one error; a `path` given as a function is only built when the error is listed. */
+  add(path: string | (() => string), message: string): void {
+    this.total++;
+    if (this.list.length < MAX_REPORTED_ERRORS) this.list.push({ path: echo(typeof path === 'string' ? path : path()), message });
+  }
+
+  /** Appends the errors of `other`, counting those it only counted. */
+  addAll(other: FieldErrors): void {
+    for (const error of other.list) if (this.list.length < MAX_REPORTED_ERRORS) this.list.push(error);
+    this.total += other.total;
+  }
+
+  /** The detail of the problem: `summary`, and how many errors were left out of the list. */
+  detail(summary: string): string {
+    const more = this.total - this.list.length;
+    return more > 0 ? `${summary} The first ${this.list.length} of ${this.total} errors are listed, and ${more} more.` : summary;
+  }
+
+  /** Throws the 422 listing them, when there are any. */
+  throwIfAny(summary: string): void {
+    if (this.total > 0) throw new ApiError('unprocessable', this.detail(summary), { errors: this.list });
+  }
+}
+
+/** Where a value sits in a body, as a linked list so paths are only joined when an error names one. */
+interface Place {
+  key: string;
+  parent: Place | undefined;
+}
+
+/** The dotted path of a place, each key cut short first (keys may be a megabyte long). */
+function pathOf(place: Place | undefined): string {
+  const keys: string[] = [];
+  for (let p = place; p; p = p.parent) keys.push(p.key.slice(0, MAX_ECHOED_LENGTH + 1));
+  return keys.reverse().join('.');
+}
+
+/**
+ * The own keys of bodies checkJsonDocument has walked. Enumerating 50,000 keys costs milliseconds,
+ * so the validators reuse this list (a body is never changed once read) instead of enumerating it again.
+ */
+const keysOfBody = new WeakMap<object, string[]>();
+
+function ownKeys(value: object): string[] {
+  return keysOfBody.get(value) ?? Object.keys(value);
+}
+
+function reportAt(errors: FieldErrors, place: Place | undefined, what: string): void {
+  errors.add(() => pathOf(place), `${what} a lone UTF-16 surrogate, which is not Unicode text`);
+}
+
+/**
+ * Checks what every JSON body must satisfy before anything else walks it, without recursion:
+ * arrays and objects nest at most MAX_JSON_DEPTH levels (so the merge patch, the Idempotency-Key
+ * fingerprint, zod and JSON.stringify never recurse without a bound), and every string and key is
+ * well-formed Unicode (a lone surrogate such as "\ud800" would be stored as U+FFFD, making two
+ * different values one, so it is refused rather than silently altered).
+ * @throws 400 past the depth limit, 422 naming each field that holds a lone surrogate
+ */
+export function checkJsonDocument(document: unknown): void {
+  const errors = new FieldErrors();
+  // A depth-first walk in document order with one frame per open array or object: the listed
+  // errors are the first ones, and only containers cost an allocation.
+  const frames: { value: object; keys: string[] | undefined; next: number; place: Place | undefined }[] = [];
+  const enter = (value: object, place: Place | undefined) => {
+    if (frames.length >= MAX_JSON_DEPTH) {
+      throw new ApiError('badRequest', `The request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels.`);
+    }
+    const keys = Array.isArray(value) ? undefined : Object.keys(value);
+    if (value === document && keys) keysOfBody.set(value, keys);
+    frames.push({ value, keys, next: 0, place });
+  };
+  if (typeof document === 'string' && LONE_SURROGATE.test(document)) reportAt(errors, undefined, 'contains');
+  if (typeof document === 'object' && document !== null) enter(document, undefined);
+  while (frames.length > 0) {
+    const frame = frames[frames.length - 1] as (typeof frames)[number];
+    const { value, keys, place } = frame;
+    const index = frame.next++;
+    if (index >= (keys ?? (value as unknown[])).length) {
+      frames.pop();
+      continue;
+    }
+    const key = keys ? (keys[index] as string) : undefined;
+    const child: unknown = key === undefined ? (value as unknown[])[index] : (value as Row)[key];
+    // No closure here: one per member would cost an allocation per member.
+    if (key !== undefined && LONE_SURROGATE.test(key)) reportAt(errors, { key, parent: place }, 'is a name with');
+    if (typeof child === 'string') {
+      if (LONE_SURROGATE.test(child)) reportAt(errors, { key: key ?? String(index), parent: place }, 'contains');
+    } else if (typeof child === 'object' && child !== null) {
+      enter(child, { key: key ?? String(index), parent: place });
+    }
+  }
+  errors.throwIfAny('The request body holds text that is not well-formed Unicode (a lone UTF-16 surrogate such as "\\ud800").');
 }
 
 function requireObject(resource: Resource, body: unknown): Row {
-  if (!isObject(body)) throw invalid(resource, [{ path: '', message: 'must be a JSON object' }]);
+  if (!isObject(body)) {
+    throw new ApiError('unprocessable', `The body is not a valid ${resource.name} representation.`, {
+      errors: [{ path: '', message: 'must be a JSON object' }],
+    });
+  }
   return body;
 }
 
-function toFieldErrors(resource: Resource, error: z.ZodError, data: Row): FieldError[] {
-  return error.issues.flatMap((issue): FieldError[] => {
-    if (issue.code === 'unrecognized_keys') {
-      return issue.keys.map((key) => ({ path: key, message: `is not a field of ${resource.name}` }));
-    }
-    const path = issue.path.join('.');
-    const missing = issue.path.length === 1 && !(String(issue.path[0]) in data);
-    return [{ path, message: missing ? 'is required' : issue.message }];
-  });
+const fieldsOfSchema = new WeakMap<z.ZodObject, Set<string>>();
+
+/** The field names a schema takes, computed once per schema. */
+function fieldsOf(schema: z.ZodObject): Set<string> {
+  let fields = fieldsOfSchema.get(schema);
+  if (!fields) {
+    fields = new Set(Object.keys(schema.shape));
+    fieldsOfSchema.set(schema, fields);
+  }
+  return fields;
 }
 
 /**
- * Validates `data` against `schema`, reporting `earlier` errors (read-only or path conflicts) together
- * with the schema's, so a client sees every problem of its body at once.
+ * Whether a client's value repeats a value the server holds (a read-only field, a key from the
+ * path). Held values are SQLite scalars, so the comparison stops at once on a nested client value.
  */
-function parseWith(resource: Resource, schema: z.ZodObject, data: Row, earlier: FieldError[] = []): Row {
-  const result = schema.safeParse(data);
-  const errors = [...earlier, ...(result.success ? [] : toFieldErrors(resource, result.error, data))];
-  if (errors.length > 0) throw invalid(resource, errors);
-  return result.data as Row;
+function repeats(value: unknown, held: unknown): boolean {
+  return isDeepStrictEqual(value, held);
 }
 
 /**
- * Splits off the read-only fields of `body`: each may only repeat the value `current` holds
- * (so a fetched representation can be sent back), and none may appear when nothing is held yet.
+ * Sorts the own keys of `body` before zod sees it: read-only ones must repeat `current` (or, with no
+ * `current`, not appear), unknown ones are errors, and the rest are copied for validation. Checking
+ * the key set here keeps zod's work bounded by the schema, not by how many keys a client sends.
  * @see ../shared/API.md §2
  */
-function splitReadOnly(body: Row, readOnly: Iterable<string>, current?: Row): { data: Row; errors: FieldError[] } {
-  const data = { ...body };
-  const errors: FieldError[] = [];
-  for (const key of readOnly) {
-    if (!(key in data)) continue;
-    if (!current || !isDeepStrictEqual(data[key], current[key])) {
-      errors.push({ path: key, message: current ? 'is read-only; it may only repeat its current value' : 'is set by the server' });
+function sortKeys(resource: Resource, body: Row, readOnly: Set<string>, fields: Set<string>, current?: Row) {
+  const data: Row = Object.create(null);
+  const errors = new FieldErrors();
+  const unknown = new FieldErrors();
+  for (const key of ownKeys(body)) {
+    if (readOnly.has(key)) {
+      if (!current || !repeats(body[key], current[key])) {
+        errors.add(key, current ? 'is read-only; it may only repeat its current value' : 'is set by the server');
+      }
+    } else if (fields.has(key)) {
+      data[key] = body[key];
+    } else {
+      unknown.add(key, `is not a field of ${resource.name}`);
     }
-    delete data[key];
   }
-  return { data, errors };
+  return { data, errors, unknown };
+}
+
+/**
+ * Validates `data` (known fields only) against `schema`, reporting `errors` found earlier (read-only
+ * or path conflicts) together with the schema's and then the `unknown` keys, so a client sees every
+ * problem at once, the errors about its fields first.
+ */
+function parseWith(resource: Resource, schema: z.ZodObject, data: Row, errors: FieldErrors, unknown: FieldErrors): Row {
+  const result = schema.safeParse(data);
+  if (!result.success) {
+    for (const issue of result.error.issues) {
+      if (issue.code === 'unrecognized_keys') {
+        for (const key of issue.keys) errors.add(key, `is not a field of ${resource.name}`);
+        continue;
+      }
+      const missing = issue.path.length === 1 && !Object.hasOwn(data, String(issue.path[0]));
+      errors.add(issue.path.join('.'), missing ? 'is required' : issue.message);
+    }
+  }
+  errors.addAll(unknown);
+  errors.throwIfAny(`The body is not a valid ${resource.name} representation.`);
+  return result.data as Row;
 }
 
 /** Validates a create body; `fixed` holds values that come from the path (a related POST). */
 export function toCreateRow(resource: Resource, body: unknown, fixed: Row = {}): Row {
-  const { data, errors } = splitReadOnly(requireObject(resource, body), resource.serverAssigned);
+  const schema = resource.createSchema;
+  const { data, errors, unknown } = sortKeys(resource, requireObject(resource, body), resource.serverAssigned, fieldsOf(schema));
   for (const [key, value] of Object.entries(fixed)) {
-    if (key in data && !isDeepStrictEqual(data[key], value))
-      errors.push({ path: key, message: `must be ${JSON.stringify(value)}, as in the path` });
+    if (Object.hasOwn(data, key) && !repeats(data[key], value)) errors.add(key, `must be ${JSON.stringify(value)}, as in the path`);
+    data[key] = value;
   }
-  return parseWith(resource, resource.createSchema, { ...data, ...fixed }, errors);
+  return parseWith(resource, schema, data, errors, unknown);
 }
 
 /** Validates a full replacement of `current`: fields left out take their defaults (filled in by the repository). */
 export function toReplacementRow(resource: Resource, body: unknown, current: Row): Row {
-  const { data, errors } = splitReadOnly(requireObject(resource, body), resource.readOnly, current);
-  return parseWith(resource, resource.replaceSchema, data, errors);
+  const schema = resource.replaceSchema;
+  const { data, errors, unknown } = sortKeys(resource, requireObject(resource, body), resource.readOnly, fieldsOf(schema), current);
+  return parseWith(resource, schema, data, errors, unknown);
 }
 
 /**
- * Applies a JSON Merge Patch to a JSON value: null removes a member, objects merge, anything else replaces.
+ * Applies a JSON Merge Patch to a JSON value: null removes a member, objects merge, anything else
+ * replaces. Iterative, so no nesting depth can exhaust the stack; the objects it builds have no
+ * prototype and it reads only own keys, so "__proto__", "constructor" or "toString" are ordinary
+ * member names (never the prototype or an inherited method).
  * @see https://www.rfc-editor.org/rfc/rfc7396#section-2
  */
 export function applyMergePatch(target: unknown, patch: unknown): unknown {
   if (!isObject(patch)) return patch;
-  const result: Row = isObject(target) ? { ...target } : {};
-  for (const [key, value] of Object.entries(patch)) {
-    if (value === null) delete result[key];
-    else result[key] = applyMergePatch(result[key], value);
+  const copy = (value: unknown): Row => Object.assign(Object.create(null), isObject(value) ? value : {});
+  const root = copy(target);
+  const work: [Row, Row][] = [[root, patch]];
+  for (let next = work.pop(); next; next = work.pop()) {
+    const [result, changes] = next;
+    for (const key of Object.keys(changes)) {
+      const value = changes[key];
+      if (value === null) {
+        delete result[key];
+      } else if (isObject(value)) {
+        const merged = copy(Object.hasOwn(result, key) ? result[key] : undefined);
+        result[key] = merged;
+        work.push([merged, value]);
+      } else {
+        result[key] = value;
+      }
+    }
   }
-  return result;
+  return root;
 }
 
-/** Validates a merge patch of `current`: the merged document must be a valid replacement. */
+/**
+ * Validates a merge patch of `current`: the merged document must be a valid replacement. Every
+ * member the patch names must be a field (null included: a misspelt field is an error, not a no-op).
+ */
 export function toPatchedRow(resource: Resource, patch: unknown, current: Row): Row {
-  const { data, errors } = splitReadOnly(requireObject(resource, patch), resource.readOnly, current);
-  const writable = Object.fromEntries(Object.entries(current).filter(([key]) => !resource.readOnly.has(key)));
-  return parseWith(resource, resource.replaceSchema, applyMergePatch(writable, data) as Row, errors);
+  const schema = resource.replaceSchema;
+  const fields = fieldsOf(schema);
+  const { data, errors, unknown } = sortKeys(resource, requireObject(resource, patch), resource.readOnly, fields, current);
+  const writable: Row = Object.create(null);
+  for (const key of fields) if (Object.hasOwn(current, key)) writable[key] = current[key];
+  return parseWith(resource, schema, applyMergePatch(writable, data) as Row, errors, unknown);
 }

@@ -1,5 +1,5 @@
-// Per-kind sample data for the shared contract suite: a valid body (making the parents it needs),
-// a field to change, and a required field. Everything else the suite reads from the registry.
+// Per-kind sample data of the tests' pet shop (test/pet-shop/schema.ts) for the shared contract
+// suite: a valid body (making the parents it needs), a field to change, a required field.
 import type { Service } from './helpers.js';
 
 export interface KindFixture {

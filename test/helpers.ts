@@ -1,7 +1,8 @@
 // Test helpers: boot the real app on port 0 over a fresh temporary SQLite file, speak HTTP to it,
-// or spawn the real entry point as a process. No database is mocked anywhere.
+// or spawn the real entry point as a process. No database is mocked anywhere. Both serve the tests'
+// own pet shop (test/pet-shop/), never the user's src/db/schema.ts; spawned processes never outlive the tests.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -14,8 +15,17 @@ import { type Config, parseConfig } from '../src/config.js';
 import { closeDatabase, type DatabaseHandle, openDatabase } from '../src/db/client.js';
 import { applyMigrations } from '../src/db/migrate.js';
 import { createHttpServer } from '../src/server.js';
+import * as petShop from './pet-shop/schema.js';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/** The migrations drizzle-kit generated for the tests' pet shop (`npm run db:generate:test`). */
+export const PET_SHOP_MIGRATIONS = join(ROOT, 'test', 'pet-shop', 'migrations');
+
+/** The tag of each pet-shop migration, oldest first: what a fresh database is migrated through. */
+export const PET_SHOP_MIGRATION_TAGS: string[] = JSON.parse(
+  readFileSync(join(PET_SHOP_MIGRATIONS, 'meta', '_journal.json'), 'utf8'),
+).entries.map((entry: { tag: string }) => entry.tag);
 
 /** A fresh temporary folder, removed by the returned cleanup. */
 export function tempDir(): { dir: string; remove: () => void } {
@@ -89,9 +99,12 @@ export interface Service {
 }
 
 export interface ServiceOptions {
+  /** The schema module to serve; the tests' pet shop (test/pet-shop/schema.ts) by default. */
   schema?: Record<string, unknown>;
+  /** The migrations to apply (and report on /readyz); the pet shop's by default. */
+  migrationsFolder?: string;
   env?: Record<string, string>;
-  /** Runs after the committed migrations, before the app is created (e.g. a test-only table). */
+  /** Runs after the migrations, before the app is created (e.g. a test-only table). */
   prepare?: (database: DatabaseHandle) => void;
 }
 
@@ -101,10 +114,11 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
   const config = parseConfig({ DATABASE_PATH: join(temp.dir, 'app.db'), PORT: '0', LOG_LEVEL: 'info', ...options.env });
   const logs: Record<string, any>[] = [];
   const logger: Logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line)) });
+  const { schema = petShop, migrationsFolder = PET_SHOP_MIGRATIONS } = options;
   const database = openDatabase(config.databasePath, config.databaseSynchronous);
-  await applyMigrations(database);
+  await applyMigrations(database, migrationsFolder);
   options.prepare?.(database);
-  const app = createApp({ database, config, logger, schema: options.schema });
+  const app = createApp({ database, config, logger, schema, migrationsFolder });
   const server: Server = createHttpServer(app.handler, config);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -131,22 +145,76 @@ export interface Process {
   output: () => string;
   /** Resolves with the exit code once the process has ended. */
   exited: Promise<number | null>;
+  /** Sends `signal` (SIGTERM by default), SIGKILL if it has not ended after 15 s; resolves with the exit code. */
+  stop: (signal?: NodeJS.Signals) => Promise<number | null>;
 }
 
-/** A compiled entry point under dist/ (`npm test` builds first: processes run what ships). */
-function entry(script: string): string {
-  return join(ROOT, 'dist', script);
-}
+/**
+ * Every child process these helpers started and that still runs. Killed when the test process
+ * exits (a failed assertion skips a test's own stop; uvu's --bail exits at once), so none is orphaned.
+ * A child left running also keeps the test process alive: test/run.mjs ends such a run.
+ */
+const running = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+// Stopped from outside (Ctrl-C, test/run.mjs's watchdog): exit normally, so the line above still runs.
+process.once('SIGINT', () => process.exit(130));
+process.once('SIGTERM', () => process.exit(143));
 
-/** Spawns the real compiled entry point (dist/main.js) and waits until it listens. */
-export async function spawnService(env: Record<string, string>): Promise<Process> {
-  const child = spawn(process.execPath, [entry('main.js')], {
-    cwd: ROOT,
+function start(script: string, install: string, env: Record<string, string>, args: string[] = []): ChildProcess {
+  const child = spawn(process.execPath, [join(install, 'dist', script), ...args], {
+    cwd: install,
     env: { PATH: process.env.PATH, PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+  return child;
+}
+
+let petShopInstall: Promise<string> | undefined;
+
+/**
+ * The compiled service (`npm test` builds first: processes run what ships) laid out as an install
+ * of the pet shop: dist/ copied as built except dist/db/schema.js, the pet-shop copy compiled, and
+ * migrations/ the pet shop's. No product code is told it is under test; the two files a user edits
+ * are swapped. dist/ is copied, not linked: ES modules resolve links to their real path, and
+ * migrate.js finds migrations/ next to its own dist/. Removed when the test process exits.
+ */
+function installPetShop(): Promise<string> {
+  petShopInstall ??= (async () => {
+    const built = join(ROOT, 'dist');
+    if (!existsSync(join(built, 'main.js'))) throw new Error('dist/ is missing: run `npm run build` first');
+    const dir = mkdtempSync(join(tmpdir(), 'restable-install-'));
+    process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+    cpSync(built, join(dir, 'dist'), { recursive: true, filter: (path) => !/\.(map|tsbuildinfo)$/.test(path) });
+    cpSync(PET_SHOP_MIGRATIONS, join(dir, 'migrations'), { recursive: true });
+    cpSync(join(ROOT, 'package.json'), join(dir, 'package.json'));
+    symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+    const { default: ts } = await import('typescript');
+    const source = readFileSync(join(ROOT, 'test', 'pet-shop', 'schema.ts'), 'utf8');
+    const compiled = ts.transpileModule(source, { compilerOptions: { module: ts.ModuleKind.ES2022, target: ts.ScriptTarget.ES2022 } });
+    writeFileSync(join(dir, 'dist', 'db', 'schema.js'), compiled.outputText);
+    return dir;
+  })();
+  return petShopInstall;
+}
+
+/** Spawns the real compiled entry point (dist/main.js, serving the pet shop) and waits until it listens. */
+export async function spawnService(env: Record<string, string>): Promise<Process> {
+  const child = start('main.js', await installPetShop(), env);
   let output = '';
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    const force = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    const code = await exited;
+    clearTimeout(force);
+    return code;
+  };
+  // A service that neither listens nor exits within 30 s is killed, so a broken start fails the test instead of hanging it.
+  const slow = setTimeout(() => child.kill('SIGKILL'), 30_000);
   const url = await new Promise<string>((resolve, reject) => {
     const onData = (chunk: Buffer) => {
       output += chunk;
@@ -156,8 +224,8 @@ export async function spawnService(env: Record<string, string>): Promise<Process
     child.stdout?.on('data', onData);
     child.stderr?.on('data', onData);
     exited.then((code) => reject(new Error(`exited with ${code} before listening:\n${output}`)));
-  });
-  return { child, url, output: () => output, exited };
+  }).finally(() => clearTimeout(slow));
+  return { child, url, output: () => output, exited, stop };
 }
 
 /** Runs a compiled entry point (`main.js`, `cli/migrate.js`…) to completion; returns its exit code and output. */
@@ -166,11 +234,7 @@ export async function runScript(
   env: Record<string, string>,
   args: string[] = [],
 ): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, [entry(script), ...args], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH, PORT: '0', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = start(script, await installPetShop(), env, args);
   let output = '';
   child.stdout?.on('data', (chunk) => (output += chunk));
   child.stderr?.on('data', (chunk) => (output += chunk));

@@ -5,10 +5,10 @@ import { createSelectSchema } from 'drizzle-zod';
 import fc from 'fast-check';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import * as schema from '../src/db/schema.js';
 import { createRegistry } from '../src/resources.js';
 import { petSample, userSample } from './fixtures.js';
 import { type Service, startService } from './helpers.js';
+import * as schema from './pet-shop/schema.js';
 
 /** Text that only the server's internals could put in a body (input echoes cannot produce these). */
 const LEAK = /\n\s+at |SqliteError|DrizzleQueryError|node_modules|\.ts:\d+|\.js:\d+/;

@@ -3,7 +3,7 @@
 import { compileErrors, validate } from '@readme/openapi-parser';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { userSample } from './fixtures.js';
+import { FIXTURES, userSample } from './fixtures.js';
 import { type Service, startService } from './helpers.js';
 
 type Doc = { paths: Record<string, Record<string, any>>; components: Record<string, any>; [key: string]: any };
@@ -46,7 +46,7 @@ test("each documented path's methods are what OPTIONS answers in Allow", async (
   }
 });
 
-test('every resource kind has its element, create, replace and patch schemas, read-only marked', ({ service, doc }) => {
+test('every resource kind has its element, create, replace and patch schemas', ({ service, doc }) => {
   for (const resource of service.app.registry.resources) {
     const element = doc.components.schemas[resource.name];
     assert.ok(element, resource.name);
@@ -57,11 +57,93 @@ test('every resource kind has its element, create, replace and patch schemas, re
     const create = doc.components.schemas[`${resource.name}.create`];
     assert.not.ok('id' in create.properties);
     assert.is(create.additionalProperties, false);
-    assert.ok(doc.components.schemas[`${resource.name}.replace`].properties.id.readOnly);
     assert.is(doc.components.schemas[`${resource.name}.patch`].required, undefined);
   }
   assert.equal(doc.components.schemas['users.create'].required.sort(), ['email', 'name']);
   assert.equal(doc.components.schemas.pets.properties.species.enum, ['cat', 'dog', 'bird', 'fish', 'other']);
+});
+
+test('PUT and PATCH bodies take the read-only fields a GET answered, unmarked (API.md §2)', ({ service, doc }) => {
+  for (const resource of service.app.registry.resources) {
+    for (const kind of ['replace', 'patch']) {
+      const schema = doc.components.schemas[`${resource.name}.${kind}`];
+      for (const key of resource.readOnly) {
+        const property = schema.properties[key];
+        assert.ok(property, `${resource.name}.${kind}.${key}`);
+        // Tools drop or refuse readOnly members of requests (openapi-fetch's Writable, validating proxies).
+        assert.is(property.readOnly, undefined, `${resource.name}.${kind}.${key} readOnly`);
+        assert.match(property.description, /repeat the current value/);
+        assert.is(property.type, doc.components.schemas[resource.name].properties[key].type);
+      }
+      assert.not.ok(
+        schema.required?.some((key: string) => resource.readOnly.has(key)),
+        `${resource.name}.${kind} requires a read-only field`,
+      );
+    }
+  }
+});
+
+test('a related POST takes a body without the foreign key the path supplies', ({ service, doc }) => {
+  for (const route of service.app.registry.routes.filter((r) => r.kind === 'related')) {
+    const { resource, relation } = route;
+    const field = relation?.field as string;
+    const $ref = doc.paths[route.path]?.post.requestBody.content['application/json'].schema.$ref as string;
+    const schema = doc.components.schemas[$ref.split('/').pop() as string];
+    const create = doc.components.schemas[`${resource.name}.create`];
+    assert.not.ok(schema.required?.includes(field), `${route.path} requires ${field}`);
+    assert.equal(
+      schema.required ?? [],
+      (create.required ?? []).filter((key: string) => key !== field),
+      route.path,
+    );
+    // When present it must equal the path's id: never null, even where the field is nullable.
+    assert.equal(schema.properties[field].type, 'integer', `${route.path} ${field}`);
+    assert.equal(Object.keys(schema.properties).sort(), Object.keys(create.properties).sort());
+  }
+});
+
+test('a PATCH body allows null exactly where the server accepts it', async ({ service, doc }) => {
+  const allowsNull = (schema: any): boolean => schema.type === 'null' || (schema.anyOf ?? []).some(allowsNull);
+  for (const resource of service.app.registry.resources) {
+    const fixture = FIXTURES.find((f) => f.name === resource.name);
+    if (!fixture) continue;
+    const patch = doc.components.schemas[`${resource.name}.patch`];
+    for (const key of Object.keys(patch.properties)) {
+      const element = await service.request('POST', `/${resource.name}`, { body: await fixture.sample(service) });
+      const reply = await service.request('PATCH', `/${resource.name}/${element.body.id}`, { body: { [key]: null } });
+      assert.is(reply.status, allowsNull(patch.properties[key]) ? 200 : 422, `${resource.name}.${key}: ${reply.text}`);
+    }
+  }
+});
+
+test('contains and startsWith take any text, also on an enum field', async ({ service, doc }) => {
+  for (const route of service.app.registry.routes.filter((r) => r.kind !== 'element')) {
+    for (const parameter of doc.paths[route.path]?.get.parameters ?? []) {
+      if (/\[(contains|startsWith)\]$/.test(parameter.name ?? '')) assert.equal(parameter.schema, { type: 'string' }, parameter.name);
+    }
+  }
+  await service.request('POST', '/pets', { body: { name: 'Rex', species: 'dog' } });
+  const reply = await service.request('GET', '/pets?species[startsWith]=d&species[contains]=o');
+  assert.is(reply.status, 200, reply.text);
+  assert.ok(reply.body.length > 0 && reply.body.every((pet: any) => pet.species === 'dog'));
+});
+
+test("every GET and HEAD declares its success's media type, and the server answers an Accept of it", async ({ service, doc }) => {
+  const ids = new Map<string, string>();
+  for (const fixture of FIXTURES) {
+    ids.set(fixture.name, (await service.request('POST', `/${fixture.name}`, { body: await fixture.sample(service) })).body.id);
+  }
+  for (const [path, item] of Object.entries(doc.paths)) {
+    const types = Object.keys(item.get.responses['200'].content ?? {});
+    assert.ok(types.length > 0, `GET ${path}`);
+    // Generators derive Accept from the declared answers; with none, only problem+json is left (a 406).
+    assert.equal(item.head?.responses['200'].content, item.get.responses['200'].content, `HEAD ${path}`);
+    const reply = await service.request('HEAD', path.replace('{id}', String(ids.get(path.split('/')[1] as string))), {
+      headers: { accept: types.join(', ') },
+    });
+    assert.is(reply.status, 200, `HEAD ${path}`);
+    assert.is(reply.headers.get('content-type')?.split(';')[0], types[0], `HEAD ${path}`);
+  }
 });
 
 test('operations carry their statuses, headers and problem responses', ({ doc }) => {
@@ -118,4 +200,45 @@ secured('declares the bearer scheme and the 401/403 answers; stays readable with
   assert.is((await service.request('GET', '/docs')).status, 200);
 });
 
+secured('the open service paths need no token in the document either; 403 only where the read token is refused', async ({ service }) => {
+  const doc = (await service.request('GET', '/openapi.json')).body;
+  for (const path of ['/healthz', '/readyz', '/openapi.json', '/docs']) {
+    for (const [method, operation] of Object.entries<any>(doc.paths[path])) {
+      assert.equal(operation.security, [], `${method} ${path}`);
+      assert.is(operation.responses['401'], undefined, `${method} ${path}`);
+      assert.is((await service.request(method.toUpperCase(), path)).status, method === 'options' ? 204 : 200, `${method} ${path}`);
+    }
+  }
+  assert.is(doc.paths['/'].get.security, undefined, 'the index needs the token');
+  assert.ok(doc.paths['/'].get.responses['401']);
+  assert.is((await service.request('GET', '/')).status, 401);
+  assert.is(doc.paths['/users'].get.responses['403'], undefined, 'the read token may read');
+  assert.ok(doc.paths['/users'].post.responses['403']);
+  assert.ok(doc.paths['/users/{id}'].delete.responses['403']);
+});
+
 secured.run();
+
+const limited = suite<{ service: Service }>('OpenAPI document with a rate limit');
+limited.before(async (ctx) => {
+  ctx.service = await startService({ env: { RATE_LIMIT: '3' } });
+});
+limited.after(async ({ service }) => service.close());
+
+limited('documents the 429 every path but the probes can answer, as the server does', async ({ service }) => {
+  const doc = (await service.request('GET', '/openapi.json')).body;
+  for (const [path, item] of Object.entries<any>(doc.paths)) {
+    for (const [method, operation] of Object.entries<any>(item)) {
+      const probe = path === '/healthz' || path === '/readyz';
+      assert.is(operation.responses['429'] === undefined, probe, `${method} ${path}`);
+    }
+  }
+  assert.ok(doc.components.responses.TooManyRequests.headers['Retry-After']);
+  let reply = await service.request('GET', '/users');
+  for (let i = 0; i < 10 && reply.status === 200; i++) reply = await service.request('GET', '/users');
+  assert.is(reply.status, 429);
+  assert.ok(reply.headers.get('retry-after'));
+  assert.is((await service.request('GET', '/healthz')).status, 200);
+});
+
+limited.run();

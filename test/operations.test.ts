@@ -1,5 +1,6 @@
 // Operations (issue 6): migrate --status, backups before migrating and while serving, failed
 // migrations that change nothing, downgrade refusal, concurrent first starts, graceful shutdown.
+// All over the tests' pet shop and its migrations, so a user's schema change does not move them.
 import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
@@ -7,14 +8,25 @@ import Database from 'better-sqlite3';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { closeDatabase, openDatabase } from '../src/db/client.js';
-import { applyMigrations, MIGRATIONS_FOLDER, MigrationError, migrationStatus } from '../src/db/migrate.js';
+import { applyMigrations, MigrationError, migrationStatus } from '../src/db/migrate.js';
 import { userSample } from './fixtures.js';
-import { inspect, request, runScript, spawnService, startService, tempDir, withTempDir } from './helpers.js';
+import {
+  inspect,
+  PET_SHOP_MIGRATIONS,
+  type Process,
+  request,
+  runScript,
+  spawnService,
+  startService,
+  PET_SHOP_MIGRATION_TAGS as TAGS,
+  tempDir,
+  withTempDir,
+} from './helpers.js';
 
-/** A copy of the committed migrations folder, cut to the first `keep` entries of its journal. */
+/** A copy of the pet shop's migrations folder, cut to the first `keep` entries of its journal. */
 function migrationsCopy(dir: string, keep?: number): string {
   const folder = join(dir, 'migrations');
-  cpSync(MIGRATIONS_FOLDER, folder, { recursive: true });
+  cpSync(PET_SHOP_MIGRATIONS, folder, { recursive: true });
   const journalPath = join(folder, 'meta/_journal.json');
   const journal = JSON.parse(readFileSync(journalPath, 'utf8'));
   if (keep !== undefined) journal.entries = journal.entries.slice(0, keep);
@@ -33,11 +45,12 @@ migrations('`migrate -- --status` lists applied and pending migrations and chang
     const env = { DATABASE_PATH: join(dir, 'status.db') };
     const before = await runScript('cli/migrate.js', env, ['--status']);
     assert.is(before.code, 0, before.output);
-    assert.match(before.output, /0 applied, 2 pending\npending:\n {2}0000_pet_shop\n {2}0001_idempotency_keys/);
+    const list = TAGS.map((tag) => `\n  ${tag}`).join('');
+    assert.ok(before.output.includes(`0 applied, ${TAGS.length} pending\npending:${list}`), before.output);
     assert.equal(tables(env.DATABASE_PATH), []);
     assert.is((await runScript('cli/migrate.js', env)).code, 0);
     const after = await runScript('cli/migrate.js', env, ['--status']);
-    assert.match(after.output, /2 applied, 0 pending\napplied:\n {2}0000_pet_shop\n {2}0001_idempotency_keys\n$/);
+    assert.ok(after.output.endsWith(`${TAGS.length} applied, 0 pending\napplied:${list}\n`), after.output);
   });
 });
 
@@ -47,11 +60,11 @@ migrations('a database that holds data is backed up before migrating', async () 
     const database = openDatabase(path);
     await applyMigrations(database, migrationsCopy(dir, 1));
     database.sqlite.prepare("INSERT INTO users (name, email, created_at, updated_at) VALUES ('Old', 'old@x.io', 'x', 'x')").run();
-    const { applied, backup } = await applyMigrations(database);
+    const { applied, backup } = await applyMigrations(database, PET_SHOP_MIGRATIONS);
     closeDatabase(database);
-    assert.equal(applied, ['0001_idempotency_keys']);
+    assert.equal(applied, TAGS.slice(1));
     assert.ok(backup && existsSync(backup), 'a backup was taken');
-    assert.match(backup as string, /backups\/old-before-0001_idempotency_keys-.*\.db$/);
+    assert.match(backup as string, new RegExp(`backups/old-before-${TAGS[1]}-.*\\.db$`));
     assert.not.ok(tables(backup as string).includes('restable_idempotency_keys'), 'the backup is from before');
     const copy = new Database(backup as string, { readonly: true });
     assert.is(copy.prepare('SELECT email FROM users').pluck().get(), 'old@x.io');
@@ -66,7 +79,7 @@ migrations('a failing migration applies nothing and leaves the database as it wa
     await applyMigrations(database, migrationsCopy(dir, 1));
     const folder = join(dir, 'migrations');
     const journal = JSON.parse(readFileSync(join(folder, 'meta/_journal.json'), 'utf8'));
-    const real = JSON.parse(readFileSync(join(MIGRATIONS_FOLDER, 'meta/_journal.json'), 'utf8')).entries[1];
+    const real = JSON.parse(readFileSync(join(PET_SHOP_MIGRATIONS, 'meta/_journal.json'), 'utf8')).entries[1];
     journal.entries.push(real, { ...real, idx: 2, when: real.when + 1, tag: '0002_broken' });
     writeFileSync(join(folder, 'meta/_journal.json'), JSON.stringify(journal));
     writeFileSync(
@@ -82,7 +95,7 @@ migrations('a failing migration applies nothing and leaves the database as it wa
       assert.match((error as Error).message, /^migration failed, nothing was applied: table `?users`? already exists/);
     }
     assert.equal(tables(path), before);
-    assert.equal(migrationStatus(database, folder).pending, ['0001_idempotency_keys', '0002_broken']);
+    assert.equal(migrationStatus(database, folder).pending, [TAGS[1], '0002_broken']);
     closeDatabase(database);
   });
 });
@@ -91,7 +104,7 @@ migrations('the service refuses to start, in one line, on a database from a newe
   await withTempDir(async (dir) => {
     const path = join(dir, 'newer.db');
     const database = openDatabase(path);
-    await applyMigrations(database);
+    await applyMigrations(database, PET_SHOP_MIGRATIONS);
     database.sqlite.prepare('INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)').run('future', Date.now() + 1e9);
     closeDatabase(database);
     const { code, output } = await runScript('main.js', { DATABASE_PATH: path });
@@ -107,14 +120,17 @@ migrations('two processes starting together on one empty file end up with one mi
     await withTempDir(async (dir) => {
       const env = { DATABASE_PATH: join(dir, 'race.db') };
       const [a, b] = await Promise.all([spawnService(env), spawnService(env)]);
-      for (const service of [a, b]) {
-        assert.is((await request(service.url, 'GET', '/readyz')).status, 200);
-        assert.is((await request(service.url, 'POST', '/users', { body: userSample() })).status, 201);
-        service.child.kill('SIGTERM');
-        assert.is(await service.exited, 0);
+      try {
+        for (const service of [a, b]) {
+          assert.is((await request(service.url, 'GET', '/readyz')).status, 200);
+          assert.is((await request(service.url, 'POST', '/users', { body: userSample() })).status, 201);
+          assert.is(await service.stop(), 0);
+        }
+      } finally {
+        await Promise.all([a.stop(), b.stop()]);
       }
       const db = new Database(env.DATABASE_PATH, { readonly: true });
-      assert.is(db.prepare('SELECT count(*) FROM __drizzle_migrations').pluck().get(), 2);
+      assert.is(db.prepare('SELECT count(*) FROM __drizzle_migrations').pluck().get(), TAGS.length);
       assert.is(db.prepare('SELECT count(*) FROM users').pluck().get(), 2);
       db.close();
     });
@@ -151,8 +167,7 @@ backups('`backup` takes a consistent copy while the service is writing', async (
     assert.is(fallback.code, 0);
     assert.equal(readdirSync(join(temp.dir, 'backups')).length, 1);
   } finally {
-    service.child.kill('SIGTERM');
-    await service.exited;
+    await service.stop();
     temp.remove();
   }
 });
@@ -165,35 +180,39 @@ shutdown('SIGTERM during a slow request: it completes, then the process exits 0 
   await withTempDir(async (dir) => {
     const env = { DATABASE_PATH: join(dir, 'stop.db') };
     const service = await spawnService(env);
-    const body = JSON.stringify(userSample());
-    const reply = new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const req = httpRequest(`${service.url}/users`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+    let again: Process | undefined;
+    try {
+      const body = JSON.stringify(userSample());
+      const reply = new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const req = httpRequest(`${service.url}/users`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+        });
+        req.on('response', (res) => {
+          let text = '';
+          res.on('data', (chunk) => (text += chunk));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        });
+        req.on('error', reject);
+        req.write(body.slice(0, 10));
+        req.flushHeaders();
+        setTimeout(() => {
+          service.child.kill('SIGTERM');
+          setTimeout(() => req.end(body.slice(10)), 500);
+        }, 300);
       });
-      req.on('response', (res) => {
-        let text = '';
-        res.on('data', (chunk) => (text += chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-      });
-      req.on('error', reject);
-      req.write(body.slice(0, 10));
-      req.flushHeaders();
-      setTimeout(() => {
-        service.child.kill('SIGTERM');
-        setTimeout(() => req.end(body.slice(10)), 500);
-      }, 300);
-    });
-    const { status, text } = await reply;
-    assert.is(status, 201, text);
-    assert.is(await service.exited, 0);
-    assert.match(service.output(), /stopping: no new connections/);
-    assert.match(service.output(), /stopped: database checkpointed and closed/);
-    assert.not.ok(existsSync(`${env.DATABASE_PATH}-wal`), 'the WAL was checkpointed into the database');
-    const again = await spawnService(env);
-    assert.is((await request(again.url, 'GET', `/users/${JSON.parse(text).id}`)).status, 200);
-    again.child.kill('SIGINT');
-    assert.is(await again.exited, 0);
+      const { status, text } = await reply;
+      assert.is(status, 201, text);
+      assert.is(await service.exited, 0);
+      assert.match(service.output(), /stopping: no new connections/);
+      assert.match(service.output(), /stopped: database checkpointed and closed/);
+      assert.not.ok(existsSync(`${env.DATABASE_PATH}-wal`), 'the WAL was checkpointed into the database');
+      again = await spawnService(env);
+      assert.is((await request(again.url, 'GET', `/users/${JSON.parse(text).id}`)).status, 200);
+      assert.is(await again.stop('SIGINT'), 0);
+    } finally {
+      await Promise.all([service.stop(), again?.stop()]);
+    }
   });
 });
 
@@ -221,14 +240,13 @@ shutdown('start-up logs the address, the database path and the applied migration
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l));
-    const migrated = lines.find((l) => l.msg === 'applied 2 migration(s)');
-    assert.equal(migrated?.applied, ['0000_pet_shop', '0001_idempotency_keys']);
+    const migrated = lines.find((l) => l.msg === `applied ${TAGS.length} migration(s)`);
+    assert.equal(migrated?.applied, TAGS);
     const listening = lines.find((l) => /^restable listening on/.test(l.msg));
     assert.is(listening?.database, env.DATABASE_PATH);
     assert.match(listening?.address, /^http:\/\/127\.0\.0\.1:\d+$/);
   } finally {
-    service.child.kill('SIGTERM');
-    await service.exited;
+    await service.stop();
     temp.remove();
   }
 });
@@ -241,16 +259,19 @@ workers('two workers share the port and the file: concurrent writes all succeed,
   await withTempDir(async (dir) => {
     const env = { DATABASE_PATH: join(dir, 'cluster.db'), WORKERS: '2' };
     const service = await spawnService(env);
-    const made = await request(service.url, 'POST', '/users', { body: userSample() });
-    const writes = await Promise.all([
-      ...Array.from({ length: 60 }, () => request(service.url, 'POST', '/users', { body: userSample() })),
-      ...Array.from({ length: 20 }, (_, i) => request(service.url, 'PATCH', `/users/${made.body.id}`, { body: { name: `n${i}` } })),
-    ]);
-    assert.equal([...new Set(writes.map((w) => w.status))].sort(), [200, 201]);
-    const count = await request(service.url, 'GET', '/users?count=true&limit=1');
-    assert.is(count.headers.get('x-total-count'), '61');
-    service.child.kill('SIGTERM');
-    assert.is(await service.exited, 0);
+    try {
+      const made = await request(service.url, 'POST', '/users', { body: userSample() });
+      const writes = await Promise.all([
+        ...Array.from({ length: 60 }, () => request(service.url, 'POST', '/users', { body: userSample() })),
+        ...Array.from({ length: 20 }, (_, i) => request(service.url, 'PATCH', `/users/${made.body.id}`, { body: { name: `n${i}` } })),
+      ]);
+      assert.equal([...new Set(writes.map((w) => w.status))].sort(), [200, 201]);
+      const count = await request(service.url, 'GET', '/users?count=true&limit=1');
+      assert.is(count.headers.get('x-total-count'), '61');
+      assert.is(await service.stop(), 0);
+    } finally {
+      await service.stop();
+    }
     assert.match(service.output(), /started 2 workers/);
     assert.is(service.output().match(/stopped: database checkpointed and closed/g)?.length, 2);
   });

@@ -1,5 +1,5 @@
-// Behaviour of the default schema beyond the shared contract: uniqueness, references on write
-// and delete, the service endpoints, and how unexpected failures are answered and logged.
+// Behaviour of the pet shop (the tests' copy of the shipped schema) beyond the shared contract:
+// uniqueness, references on write and delete, the service endpoints, unexpected failures.
 
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';

@@ -1,24 +1,89 @@
-// Runs the uvu suites in test/ (TypeScript through tsx) and ends the output with one summary
-// line of passed and failed counts, which CI reads; the exit code is uvu's.
+// Runs the uvu suites in test/ (TypeScript through tsx) and always ends the output with one summary
+// line of passed and failed counts, which CI reads, even when a test hangs or leaves a process behind.
 // `node test/run.mjs` runs *.test.ts; `browser` runs *.browser.ts (needs Chromium); `faults` runs
-// *.faults.ts (needs root: it mounts a small tmpfs).
+// *.faults.ts (needs root: it mounts a small tmpfs). Options: --dir, --pattern (another folder or file
+// regex), --timeout-ms (the whole run; default 30 min), --grace-ms (after uvu's summary; default 15 s).
 import { spawn } from 'node:child_process';
-import { stripVTControlCharacters } from 'node:util';
+import { parseArgs, stripVTControlCharacters } from 'node:util';
 
-const pattern = { browser: '\\.browser\\.ts$', faults: '\\.faults\\.ts$' }[process.argv[2] ?? ''] ?? '\\.test\\.ts$';
-const uvu = spawn(process.execPath, ['--import', 'tsx', 'node_modules/uvu/bin.js', 'test', pattern], {
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    dir: { type: 'string', default: 'test' },
+    pattern: { type: 'string' },
+    'timeout-ms': { type: 'string', default: String(30 * 60_000) },
+    'grace-ms': { type: 'string', default: '15000' },
+  },
+});
+const pattern = values.pattern ?? { browser: '\\.browser\\.ts$', faults: '\\.faults\\.ts$' }[positionals[0] ?? ''] ?? '\\.test\\.ts$';
+
+// Its own process group, so the watchdog can stop uvu and every service a test spawned in one signal.
+const uvu = spawn(process.execPath, ['--import', 'tsx', 'node_modules/uvu/bin.js', values.dir, pattern], {
   stdio: ['ignore', 'pipe', 'inherit'],
+  detached: true,
 });
 let output = '';
+/** Why the watchdog stopped the run, if it did. */
+let stopped;
+
+/** Signals uvu's process group: SIGTERM first (services stop cleanly), SIGKILL for what is left. */
+function stopGroup(reason) {
+  if (stopped) return;
+  stopped = reason;
+  process.stderr.write(`\nrun.mjs: ${reason}; stopping the test processes\n`);
+  signalGroup('SIGTERM');
+  setTimeout(() => signalGroup('SIGKILL'), 5000).unref();
+}
+
+function signalGroup(signal) {
+  try {
+    process.kill(-uvu.pid, signal);
+    return true;
+  } catch {
+    return false; // ESRCH: nothing left in the group
+  }
+}
+
+const timeoutMs = Number(values['timeout-ms']);
+const overall = setTimeout(() => stopGroup(`the run took longer than ${timeoutMs / 1000} s: a test did not finish`), timeoutMs);
+let grace;
 uvu.stdout.on('data', (chunk) => {
   output += chunk;
   process.stdout.write(chunk);
+  // uvu prints its totals when every suite has run; a test process that lives on holds something open.
+  if (!grace && /Duration:/.test(stripVTControlCharacters(output))) {
+    const graceMs = Number(values['grace-ms']);
+    grace = setTimeout(
+      () => stopGroup(`the tests ended but their process was still running ${graceMs / 1000} s later (a process or server left open)`),
+      graceMs,
+    );
+  }
 });
-uvu.on('exit', (code) => {
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => stopGroup(`received ${signal}`));
+}
+
+uvu.on('exit', async (code) => {
+  clearTimeout(overall);
+  clearTimeout(grace);
+  // Kill whatever uvu left behind and wait (briefly: a zombie never leaves) until it is gone.
+  for (let waited = 0; signalGroup('SIGKILL') && waited < 2000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
   const plain = stripVTControlCharacters(output);
   const count = (label) => Number(new RegExp(`${label}:\\s+(\\d+)`).exec(plain)?.[1] ?? 0);
-  const [total, passed, skipped] = [count('Total'), count('Passed'), count('Skipped')];
+  let [total, passed, skipped] = [count('Total'), count('Passed'), count('Skipped')];
+  if (!/Total:/.test(plain)) {
+    // No totals: add up the suites that finished, `(passed / run)` each; of the unfinished suite, the
+    // marks on its last line (• passed, ✘ failed) and the test that never ended, as a failure.
+    for (const [, done, run] of plain.matchAll(/\((\d+) \/ (\d+)\)\n/g)) {
+      passed += Number(done);
+      total += Number(run);
+    }
+    const unfinished = plain.slice(plain.lastIndexOf('\n') + 1);
+    const marks = (mark) => unfinished.split(mark).length - 1;
+    passed += marks('•');
+    total += marks('•') + marks('✘') + 1;
+  }
   const failed = total - passed - skipped;
   console.log(`\ntests: ${passed} passed, ${failed} failed, ${skipped} skipped (${total} total)`);
-  process.exit(code || (failed > 0 || total === 0 ? 1 : 0));
+  process.exit(stopped || failed > 0 || total === 0 ? 1 : code || 0);
 });

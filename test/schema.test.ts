@@ -1,24 +1,37 @@
 // The schema is the single source of routes: migrations match it, apply idempotently, and a table
 // added to a schema (with its migration) is served with no router code; bad schemas fail at start.
+// The drift checks cover both the user's schema (src/db/) and the tests' pet shop (test/pet-shop/).
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateSQLiteDrizzleJson, generateSQLiteMigration } from 'drizzle-kit/api';
-import { relations } from 'drizzle-orm';
-import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+import { getTableName, is, relations } from 'drizzle-orm';
+import { integer, SQLiteTable, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { closeDatabase, openDatabase } from '../src/db/client.js';
 import * as internal from '../src/db/internal-schema.js';
 import { applyMigrations, MIGRATIONS_FOLDER, migrationStatus } from '../src/db/migrate.js';
-import * as petShop from '../src/db/schema.js';
+import * as userSchema from '../src/db/schema.js';
 import { createRegistry, RegistryError } from '../src/resources.js';
-import { startService, tempDir } from './helpers.js';
+import { PET_SHOP_MIGRATIONS, startService, tempDir } from './helpers.js';
+import * as petShop from './pet-shop/schema.js';
 
 const migrations = suite('migrations');
 
-/** The snapshot drizzle-kit wrote with the newest committed migration. */
-function latestSnapshot() {
-  const meta = join(MIGRATIONS_FOLDER, 'meta');
+/** Each schema with the migrations generated from it (plus the internal tables). */
+const SCHEMAS = [
+  { name: 'src/db/schema.ts', schema: userSchema, folder: MIGRATIONS_FOLDER, generate: 'npm run db:generate -- --name <what_changed>' },
+  {
+    name: 'test/pet-shop/schema.ts',
+    schema: petShop,
+    folder: PET_SHOP_MIGRATIONS,
+    generate: 'npm run db:generate:test -- --name <what_changed>',
+  },
+];
+
+/** The snapshot drizzle-kit wrote with the newest migration in `folder`. */
+function latestSnapshot(folder: string) {
+  const meta = join(folder, 'meta');
   const newest = readdirSync(meta)
     .filter((f) => f.endsWith('_snapshot.json'))
     .sort()
@@ -26,28 +39,32 @@ function latestSnapshot() {
   return JSON.parse(readFileSync(join(meta, newest), 'utf8'));
 }
 
-migrations('the schemas (resources and internal) and migrations/ have not drifted apart', async () => {
-  const current = await generateSQLiteDrizzleJson({ ...petShop, ...internal } as Record<string, unknown>);
-  const statements = await generateSQLiteMigration(latestSnapshot(), current);
-  assert.equal(statements, [], 'run `npm run db:generate -- --name <what_changed>` and commit migrations/');
-});
+for (const { name, schema, folder, generate } of SCHEMAS) {
+  migrations(`${name} (with the internal tables) and its migrations have not drifted apart`, async () => {
+    const current = await generateSQLiteDrizzleJson({ ...schema, ...internal } as Record<string, unknown>);
+    const statements = await generateSQLiteMigration(latestSnapshot(folder), current);
+    assert.equal(statements, [], `run \`${generate}\` and commit the migrations`);
+  });
 
-migrations('apply to an empty file, then again: the second run applies nothing', async () => {
-  const temp = tempDir();
-  const database = openDatabase(join(temp.dir, 'fresh.db'));
-  try {
-    const { applied: first, backup } = await applyMigrations(database);
-    assert.ok(first.length > 0);
-    assert.is(backup, undefined, 'an empty database needs no backup');
-    assert.equal(await applyMigrations(database), { applied: [] });
-    assert.equal(migrationStatus(database), { applied: first, pending: [], unknown: 0 });
-    const tables = database.sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
-    assert.ok(['orders', 'pets', 'users'].every((t) => tables.includes(t)));
-  } finally {
-    closeDatabase(database);
-    temp.remove();
-  }
-});
+  migrations(`${name}: apply to an empty file, then again: the second run applies nothing`, async () => {
+    const temp = tempDir();
+    const database = openDatabase(join(temp.dir, 'fresh.db'));
+    try {
+      const { applied: first, backup } = await applyMigrations(database, folder);
+      assert.ok(first.length > 0);
+      assert.is(backup, undefined, 'an empty database needs no backup');
+      assert.equal(await applyMigrations(database, folder), { applied: [] });
+      assert.equal(migrationStatus(database, folder), { applied: first, pending: [], unknown: 0 });
+      const tables = database.sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all();
+      for (const table of Object.values({ ...schema, ...internal }).filter((value) => is(value, SQLiteTable))) {
+        assert.ok(tables.includes(getTableName(table)), `${getTableName(table)} was created`);
+      }
+    } finally {
+      closeDatabase(database);
+      temp.remove();
+    }
+  });
+}
 
 migrations('the database is opened with WAL, foreign keys and a busy timeout', () => {
   const temp = tempDir();
@@ -66,7 +83,7 @@ migrations('every foreign-key column is indexed, and related lists use the index
   const temp = tempDir();
   const database = openDatabase(join(temp.dir, 'idx.db'));
   try {
-    await applyMigrations(database);
+    await applyMigrations(database, PET_SHOP_MIGRATIONS);
     for (const resource of createRegistry(petShop).resources) {
       for (const fk of resource.foreignKeys) {
         const column = resource.fields.find((f) => f.key === fk.field)?.column.name as string;

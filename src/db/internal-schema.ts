@@ -17,3 +17,12 @@ export const idempotencyKeys = sqliteTable(
   },
   (t) => [index('restable_idempotency_keys_created_at_idx').on(t.createdAt)],
 );
+
+/**
+ * Secrets the service makes for itself, generated once and shared by every process serving the
+ * database (the key that signs paging cursors, unless CURSOR_SECRET configures one).
+ */
+export const secrets = sqliteTable('restable_secrets', {
+  name: text('name').primaryKey(),
+  value: text('value').notNull(),
+});

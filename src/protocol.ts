@@ -1,0 +1,66 @@
+// HTTP/1.x message rules checked before anything else (RFC 9112, RFC 9110): the protocol version,
+// Host, the request-target's form and Expect. Pure: it reads a request and says what is wrong.
+import type { IncomingMessage } from 'node:http';
+import { ApiError } from './errors.js';
+
+/** The versions served: HTTP/1.1, and HTTP/1.0 (same major version; RFC 9110 §2.5). */
+const SERVED_VERSIONS = new Set(['1.1', '1.0']);
+/** `http://authority/path?query` or `https://…`: the absolute form of a request-target. */
+const ABSOLUTE_FORM = /^https?:\/\/[^/?#]*([^#]*)$/i;
+
+/** A request whose target was `*` (OPTIONS * asks about the server as a whole). */
+export type Target = IncomingMessage & { asteriskForm?: boolean; originalUrl?: string };
+
+/**
+ * Rewrites the request-target to origin form before routing: an absolute-form target names this
+ * server, so its path and query are what is routed (RFC 9112 §3.2.2); `*` is kept aside so the
+ * request still passes every guard. Any other form is left as is and refused by `protocolError`.
+ */
+export function normalizeTarget(req: Target): void {
+  const url = req.url ?? '';
+  if (url.startsWith('/')) return;
+  req.originalUrl = url;
+  if (url === '*') {
+    req.asteriskForm = true;
+    req.url = '/';
+    return;
+  }
+  const absolute = ABSOLUTE_FORM.exec(url);
+  if (absolute) req.url = absolute[1]?.startsWith('/') ? absolute[1] : `/${absolute[1] ?? ''}`;
+}
+
+/** How many times a header field occurs in the request as sent (Node folds duplicates of some). */
+function occurrences(req: IncomingMessage, name: string): number {
+  let count = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i]?.toLowerCase() === name) count++;
+  return count;
+}
+
+/**
+ * What makes this request unservable as HTTP/1.x, checked before routing; undefined when nothing.
+ * @see https://www.rfc-editor.org/rfc/rfc9112#section-3.2 (Host), §2.3 (version); RFC 9110 §10.1.1 (Expect)
+ */
+export function protocolError(req: Target): ApiError | undefined {
+  if (!SERVED_VERSIONS.has(req.httpVersion)) {
+    return new ApiError('httpVersionNotSupported', `HTTP/${req.httpVersion} is not served; use HTTP/1.1 (or HTTP/1.0).`, {
+      headers: { Connection: 'close' },
+    });
+  }
+  const hosts = occurrences(req, 'host');
+  if (hosts > 1 || (hosts === 0 && req.httpVersion === '1.1')) {
+    return new ApiError('badRequest', `An HTTP/1.1 request needs exactly one Host header; this one has ${hosts}.`, {
+      headers: { Connection: 'close' },
+    });
+  }
+  if (!(req.url ?? '').startsWith('/')) {
+    return new ApiError('badRequest', 'The request-target must be a path (origin form), an absolute URL, or * for OPTIONS.');
+  }
+  if (req.asteriskForm && req.method !== 'OPTIONS') {
+    return new ApiError('badRequest', `The request-target * is only for OPTIONS, not ${req.method}.`);
+  }
+  const expect = req.headers.expect;
+  if (expect !== undefined && expect.trim().toLowerCase() !== '100-continue') {
+    return new ApiError('expectationFailed', 'The only expectation this service meets is Expect: 100-continue.');
+  }
+  return undefined;
+}

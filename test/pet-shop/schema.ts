@@ -1,0 +1,49 @@
+// The tests' own copy of the pet shop src/db/schema.ts ships, so that a user's schema change never
+// breaks the project's tests; `npm run db:generate:test` keeps test/pet-shop/migrations/ in step.
+import { index, integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+
+const now = () => new Date().toISOString();
+
+/** Server-managed timestamps (ISO 8601, UTC); clients can read them but never set them. */
+const timestamps = {
+  createdAt: text('created_at').notNull().$defaultFn(now),
+  updatedAt: text('updated_at').notNull().$defaultFn(now).$onUpdateFn(now),
+};
+
+export const users = sqliteTable('users', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  name: text('name').notNull(),
+  email: text('email').notNull().unique(),
+  ...timestamps,
+});
+
+export const pets = sqliteTable(
+  'pets',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    name: text('name').notNull(),
+    species: text('species', { enum: ['cat', 'dog', 'bird', 'fish', 'other'] }).notNull(),
+    ownerId: integer('owner_id').references(() => users.id, { onDelete: 'set null' }),
+    ...timestamps,
+  },
+  (t) => [index('pets_owner_id_idx').on(t.ownerId)],
+);
+
+export const orders = sqliteTable(
+  'orders',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'restrict' }),
+    petId: integer('pet_id')
+      .notNull()
+      .references(() => pets.id, { onDelete: 'restrict' }),
+    status: text('status', { enum: ['placed', 'approved', 'delivered'] })
+      .notNull()
+      .default('placed'),
+    quantity: integer('quantity').notNull().default(1),
+    ...timestamps,
+  },
+  (t) => [index('orders_user_id_idx').on(t.userId), index('orders_pet_id_idx').on(t.petId)],
+);

@@ -1,0 +1,342 @@
+// HTTP/1.x edges and load bounds (issue 11, items 9-12): slow clients are freed, odd request
+// targets and versions pass every guard or get a problem body, work in flight and per-client rates are bounded.
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { createHttpServer } from '../src/server.js';
+import { type Service, spawnService, startService, withTempDir } from './helpers.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const portOf = (url: string) => Number(new URL(url).port);
+
+interface RawReply {
+  status: number;
+  head: string;
+  body: string;
+}
+
+/** Sends raw bytes on a new connection and parses the first response (read until the server closes or the body is complete). */
+function raw(url: string, data: string): Promise<RawReply> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(portOf(url), '127.0.0.1', () => socket.write(data));
+    let received = '';
+    const done = () => {
+      const [head = '', body = ''] = received.split('\r\n\r\n', 2);
+      resolve({ status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1] ?? 0), head, body });
+      socket.destroy();
+    };
+    socket.on('data', (chunk) => {
+      received += chunk;
+      const length = /\r\ncontent-length: (\d+)/i.exec(received)?.[1];
+      const split = received.indexOf('\r\n\r\n');
+      if (split >= 0 && (length === undefined ? /^HTTP\/1\.[01] (204|304)/.test(received) : received.length >= split + 4 + Number(length)))
+        done();
+    });
+    socket.on('end', done);
+    socket.on('error', reject);
+  });
+}
+
+const header = (reply: RawReply, name: string) => new RegExp(`\\r\\n${name}: ([^\\r]*)`, 'i').exec(`\r\n${reply.head}`)?.[1];
+
+/** Starts a request whose body is announced but not sent, so it stays in flight until `finish` is called. */
+function pendingPost(url: string, path: string, length: number): { response: Promise<IncomingMessage>; finish: () => void } {
+  const req = httpRequest(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': length } });
+  req.flushHeaders();
+  const response = new Promise<IncomingMessage>((resolve, reject) => {
+    req.on('response', (res) => {
+      res.resume();
+      resolve(res);
+    });
+    req.on('error', reject);
+  });
+  return { response, finish: () => req.end(`{"name":"${'x'.repeat(Math.max(0, length - 11))}"}`.slice(0, length)) };
+}
+
+/** Polls `read` until it returns true or `bound` ms pass; returns the last value (no timing is asserted). */
+async function eventually(read: () => Promise<boolean>, bound = 10_000): Promise<boolean> {
+  const until = Date.now() + bound;
+  while (Date.now() < until) {
+    if (await read()) return true;
+    await sleep(50);
+  }
+  return read();
+}
+
+const withService = (name: string, env: Record<string, string> = {}) => {
+  const test = suite<{ service: Service }>(name);
+  test.before(async (context) => {
+    context.service = await startService({ env });
+  });
+  test.after(async ({ service }) => service.close());
+  return test;
+};
+
+// 9. Slow clients
+const slow = suite('slow clients');
+
+slow('after a 408 the socket is destroyed, even when the client keeps its side open', async () => {
+  const server = createHttpServer((_req, res) => res.end('ok'), { headersTimeoutMs: 200, requestTimeoutMs: 400 });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  const sockets: Socket[] = [];
+  try {
+    const answers = await Promise.all(
+      Array.from(
+        { length: 40 },
+        () =>
+          new Promise<string>((resolve) => {
+            // allowHalfOpen: this client never closes its side, as a hostile one would not.
+            const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () =>
+              socket.write('GET / HTTP/1.1\r\nHost: x\r\nX-Slow: '),
+            );
+            sockets.push(socket);
+            let received = '';
+            socket.on('data', (chunk) => (received += chunk));
+            socket.on('end', () => resolve(received));
+          }),
+      ),
+    );
+    for (const answer of answers) assert.match(answer, /^HTTP\/1\.1 408 .*application\/problem\+json/s);
+    const connections = () => new Promise<number>((resolve) => server.getConnections((_e, n) => resolve(n)));
+    assert.ok(await eventually(async () => (await connections()) === 0), `${await connections()} sockets are still held open`);
+    // And the server still accepts and answers anyone else.
+    const fresh = await raw(`http://127.0.0.1:${port}`, 'GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    assert.is(fresh.body, 'ok');
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+slow.run();
+
+// 10. Request targets and protocol
+const protocol = withService('request targets and protocol');
+
+protocol('an absolute-form target is routed by its path and passes every guard', async ({ service }) => {
+  const reply = await raw(service.url, 'GET http://example.com/users?limit=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  assert.is(reply.status, 200);
+  assert.ok(header(reply, 'x-request-id'), 'no request id');
+  assert.is(header(reply, 'x-content-type-options'), 'nosniff');
+  assert.ok(
+    service.logs.some((line) => line.req?.path === 'http://example.com/users' && line.res?.status === 200),
+    'no log line',
+  );
+  const element = await raw(service.url, 'GET http://example.com/users/999 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  assert.is(element.status, 404);
+});
+
+protocol('OPTIONS * lists every method the service defines; other methods with * are a 400', async ({ service }) => {
+  const reply = await raw(service.url, 'OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  assert.is(reply.status, 204);
+  assert.is(header(reply, 'allow'), 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS');
+  assert.ok(header(reply, 'x-request-id'));
+  const get = await raw(service.url, 'GET * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  assert.is(get.status, 400);
+  assert.match(get.head, /application\/problem\+json/);
+});
+
+protocol('HTTP/1.0 is served; other versions get a 505 problem', async ({ service }) => {
+  const old = await raw(service.url, 'GET /users HTTP/1.0\r\n\r\n');
+  assert.is(old.status, 200);
+  for (const version of ['HTTP/2.0', 'HTTP/0.9', 'HTTP/1.2', 'HTTP/3.0']) {
+    const reply = await raw(service.url, `GET /users ${version}\r\nHost: x\r\n\r\n`);
+    assert.is(reply.status, 505, version);
+    assert.is(JSON.parse(reply.body).status, 505, version);
+  }
+});
+
+protocol('a missing or repeated Host is a 400 problem', async ({ service }) => {
+  for (const hosts of ['', 'Host: a\r\nHost: b\r\n']) {
+    const reply = await raw(service.url, `GET /users HTTP/1.1\r\n${hosts}\r\n`);
+    assert.is(reply.status, 400);
+    assert.match(JSON.parse(reply.body).detail, /Host/);
+    assert.ok(header(reply, 'x-request-id'));
+  }
+});
+
+protocol('an Expect other than 100-continue is a 417 problem; 100-continue works', async ({ service }) => {
+  const reply = await raw(service.url, 'GET /users HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nConnection: close\r\n\r\n');
+  assert.is(reply.status, 417);
+  assert.match(reply.head, /application\/problem\+json/);
+  const body = JSON.stringify({ name: 'Ada', email: 'expect@example.com' });
+  const continued = await raw(
+    service.url,
+    `POST /users HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+  );
+  assert.match(continued.head, /^HTTP\/1\.1 100 Continue/);
+});
+
+protocol('CONNECT gets a problem answer, not a dropped socket', async ({ service }) => {
+  const reply = await raw(service.url, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+  assert.is(reply.status, 405);
+  assert.match(reply.head, /application\/problem\+json/);
+});
+
+protocol('an OPTIONS without Origin is no CORS preflight: routed, 404 on unknown paths', async ({ service }) => {
+  const unknown = await service.request('OPTIONS', '/nothing-here', { headers: { 'access-control-request-method': 'POST' } });
+  assert.is(unknown.status, 404);
+  const known = await service.request('OPTIONS', '/users', { headers: { 'access-control-request-method': 'POST' } });
+  assert.is(known.status, 204);
+  assert.is(known.headers.get('allow'), 'GET, HEAD, POST, OPTIONS');
+});
+
+protocol('the docs files take GET and HEAD only: other methods get 405 with Allow, unknown files 404', async ({ service }) => {
+  for (const path of ['/docs/assets/swagger-ui.css', '/docs/init.js']) {
+    assert.is((await service.request('GET', path)).status, 200, path);
+    for (const method of ['POST', 'PUT', 'DELETE']) {
+      const reply = await service.request(method, path, { raw: 'x', headers: { 'content-type': 'text/plain' } });
+      assert.is(reply.status, 405, `${method} ${path}`);
+      assert.is(reply.headers.get('allow'), 'GET, HEAD, OPTIONS');
+      assert.is(reply.body.status, 405);
+    }
+    const options = await service.request('OPTIONS', path);
+    assert.is(options.status, 204);
+  }
+  const query = await service.request('GET', '/docs/assets/swagger-ui.css?v=2');
+  assert.is(query.status, 400, 'a query parameter on a static file is refused, not ignored');
+  assert.is(query.body.errors[0].path, 'v');
+  assert.is((await service.request('POST', '/docs/assets/nope.css')).status, 404);
+  assert.is((await service.request('GET', '/docs/assets/nope.css')).status, 404);
+});
+
+protocol('a compressed request body is refused with 415 and Accept-Encoding', async ({ service }) => {
+  for (const encoding of ['gzip', 'br', 'identity, gzip']) {
+    const reply = await service.request('POST', '/users', {
+      raw: JSON.stringify({ name: 'Ada', email: `enc-${encoding.length}@example.com` }),
+      headers: { 'content-type': 'application/json', 'content-encoding': encoding },
+    });
+    assert.is(reply.status, 415, encoding);
+    assert.is(reply.headers.get('accept-encoding'), 'identity');
+  }
+  const identity = await service.request('POST', '/users', {
+    body: { name: 'Ada', email: 'identity@example.com' },
+    headers: { 'content-encoding': 'identity' },
+  });
+  assert.is(identity.status, 201);
+});
+
+protocol.run();
+
+const authenticated = withService('request targets with authentication', { AUTH_TOKEN: 'a'.repeat(32) });
+
+authenticated('absolute-form and * targets need the token like any other', async ({ service }) => {
+  const absolute = await raw(service.url, 'GET http://example.com/users HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  assert.is(absolute.status, 401);
+  const star = await raw(service.url, 'OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  assert.is(star.status, 401);
+  const allowed = await raw(
+    service.url,
+    `OPTIONS * HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${'a'.repeat(32)}\r\nConnection: close\r\n\r\n`,
+  );
+  assert.is(allowed.status, 204);
+});
+
+authenticated.run();
+
+// 11. Work in flight
+const inFlight = withService('work in flight', { MAX_IN_FLIGHT: '2', MAX_BODY_BYTES: '1000', MAX_BODY_BYTES_IN_FLIGHT: '1500' });
+
+inFlight('past MAX_IN_FLIGHT requests a request is shed with 503 and Retry-After, and served again after', async ({ service }) => {
+  const held = [pendingPost(service.url, '/users', 60), pendingPost(service.url, '/users', 60)];
+  await sleep(100);
+  const shed = await service.request('GET', '/users');
+  assert.is(shed.status, 503);
+  assert.is(shed.headers.get('retry-after'), '1');
+  assert.is(shed.body.status, 503);
+  for (const request of held) request.finish();
+  await Promise.all(held.map((request) => request.response));
+  assert.ok(
+    await eventually(async () => (await service.request('GET', '/users')).status === 200),
+    'requests are still shed after the held ones finished',
+  );
+});
+
+inFlight('past MAX_BODY_BYTES_IN_FLIGHT a body is refused before it is read; bodiless requests still pass', async ({ service }) => {
+  const held = pendingPost(service.url, '/users', 1000);
+  await sleep(100);
+  const refused = await service.request('POST', '/users', { body: { name: 'x'.repeat(500), email: 'big@example.com' } });
+  assert.is(refused.status, 503);
+  assert.is(refused.headers.get('retry-after'), '1');
+  assert.is((await service.request('GET', '/healthz')).status, 200);
+  held.finish();
+  await held.response;
+  assert.ok(
+    await eventually(
+      async () => (await service.request('POST', '/users', { body: { name: 'x'.repeat(500), email: 'big@example.com' } })).status === 201,
+    ),
+  );
+});
+
+inFlight.run();
+
+// 12. Rate limits
+const limited = withService('rate limit', { RATE_LIMIT: '3', RATE_LIMIT_WINDOW_S: '60' });
+
+limited('past RATE_LIMIT requests in the window a client gets 429 with Retry-After and RateLimit fields', async ({ service }) => {
+  const allowed = [];
+  for (let i = 0; i < 3; i++) allowed.push(await service.request('GET', '/users'));
+  assert.equal(
+    allowed.map((r) => r.status),
+    [200, 200, 200],
+  );
+  assert.is(allowed[0]?.headers.get('ratelimit-policy'), '"per-client";q=3;w=60');
+  assert.match(allowed[0]?.headers.get('ratelimit') ?? '', /^"per-client";r=2;t=\d+$/);
+  assert.match(allowed[2]?.headers.get('ratelimit') ?? '', /^"per-client";r=0;t=\d+$/);
+  const refused = await service.request('GET', '/users');
+  assert.is(refused.status, 429);
+  assert.is(refused.body.status, 429);
+  assert.ok(Number(refused.headers.get('retry-after')) >= 1);
+  assert.match(refused.headers.get('ratelimit') ?? '', /^"per-client";r=0;t=\d+$/);
+});
+
+limited.run();
+
+const limitedWithAuth = withService('rate limit with authentication', {
+  RATE_LIMIT: '2',
+  AUTH_TOKEN: 'f'.repeat(32),
+  AUTH_READ_TOKEN: 'r'.repeat(32),
+});
+
+limitedWithAuth('each token has its own count; requests without a valid token count against the address', async ({ service }) => {
+  const as = (token?: string) => (token ? { headers: { authorization: `Bearer ${token}` } } : {});
+  const statuses = async (token: string | undefined, n: number) => {
+    const out = [];
+    for (let i = 0; i < n; i++) out.push((await service.request('GET', '/users', as(token))).status);
+    return out;
+  };
+  assert.equal(await statuses('f'.repeat(32), 3), [200, 200, 429]);
+  assert.equal(await statuses('r'.repeat(32), 3), [200, 200, 429]);
+  assert.equal(await statuses('wrong-token-wrong-token', 3), [401, 401, 429]);
+  assert.equal(await statuses(undefined, 1), [429]);
+});
+
+limitedWithAuth.run();
+
+const cluster = suite('rate limit across WORKERS');
+
+cluster('with WORKERS=2 the workers share one count', async () => {
+  await withTempDir(async (dir) => {
+    const service = await spawnService({ DATABASE_PATH: join(dir, 'app.db'), WORKERS: '2', RATE_LIMIT: '6', LOG_LEVEL: 'info' });
+    try {
+      // Both workers listen before the requests go out, so the cluster spreads them over both.
+      assert.ok(await eventually(async () => (service.output().match(/listening on/g) ?? []).length >= 2), service.output());
+      const statuses = [];
+      for (let i = 0; i < 10; i++) {
+        // A new connection each time (round-robin over the workers).
+        statuses.push((await fetch(`${service.url}/users`, { headers: { connection: 'close' } })).status);
+      }
+      assert.equal(statuses, [200, 200, 200, 200, 200, 200, 429, 429, 429, 429]);
+      assert.is((await fetch(`${service.url}/healthz`)).status, 200, 'probes are never rate-limited');
+    } finally {
+      service.child.kill('SIGTERM');
+      await service.exited;
+    }
+  });
+});
+
+cluster.run();
