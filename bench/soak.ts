@@ -91,7 +91,7 @@ const rows: { minute: number; rss: number; rps: number; p50: number; p99: number
 console.log(
   `soak${args.hostile ? ' (hostile)' : ''}: ${args.minutes} min in ${slices} slices of ${sliceSeconds} s, ${connections} connections; minute, RSS MB, req/s, p50 ms, p99 ms, failures`,
 );
-const shed = { 503: 0, other: 0 };
+const shed = { 503: 0, total: 0 };
 for (let i = 0; i < slices; i++) {
   const result = await autocannon({ url, connections, duration: sliceSeconds, requests: args.hostile ? hostile : requests });
   const codes = (result as unknown as { statusCodeStats: Record<string, { count: number }> }).statusCodeStats;
@@ -99,7 +99,7 @@ for (let i = 0; i < slices; i++) {
     .filter(([code]) => code.startsWith('5') && code !== '503')
     .reduce((sum, [, { count }]) => sum + count, 0);
   shed[503] += codes['503']?.count ?? 0;
-  shed.other += Object.values(codes).reduce((sum, { count }) => sum + count, 0);
+  shed.total += Object.values(codes).reduce((sum, { count }) => sum + count, 0);
   const row = {
     minute: ((i + 1) * sliceSeconds) / 60,
     rss: rssMb(),
@@ -131,6 +131,6 @@ const slope =
 const failures = rows.reduce((s, r) => s + r.failures, 0);
 console.log(
   `\nsoak: ${created} elements created; RSS ${rows[0]?.rss.toFixed(1)} → ${rows.at(-1)?.rss.toFixed(1)} MB, peak ${peak.toFixed(1)} MB; ` +
-    `second-half RSS slope ${slope.toFixed(2)} MB/min; ${failures} failed requests; ${shed[503]} of ${shed.other} shed with 503`,
+    `second-half RSS slope ${slope.toFixed(2)} MB/min; ${failures} failed requests; ${shed[503]} of ${shed.total} shed with 503`,
 );
 process.exitCode = failures > 0 ? 1 : 0;

@@ -18,7 +18,7 @@ import { createRequestLogger } from './logger.js';
 import { toOpenApi } from './openapi.js';
 import { normalizeTarget } from './protocol.js';
 import { parseRequestUrl } from './query-string.js';
-import { createRegistry, type Registry } from './resources.js';
+import { createRegistry, READ_METHODS, type Registry } from './resources.js';
 import { createResourceEndpoints, type Endpoint, type Exchange, rejectQuery, toRequestHandler } from './router.js';
 
 export interface AppOptions {
@@ -53,8 +53,7 @@ const PURGE_BATCH = 500;
 /** The service version, shown in the OpenAPI document: package.json's, the same from src/ and dist/. */
 const { version: VERSION } = createRequire(import.meta.url)('../package.json') as { version: string };
 
-const SERVICE_METHODS = ['GET', 'HEAD', 'OPTIONS'] as const;
-const STATIC_METHODS = SERVICE_METHODS.join(', ');
+const STATIC_METHODS = READ_METHODS.join(', ');
 
 function serviceEndpoint(
   path: string,
@@ -63,7 +62,7 @@ function serviceEndpoint(
   produces = 'application/json',
 ): Endpoint & { summary: string; produces: string } {
   const pattern = new RegExp(`^${path === '/' ? '/' : `${path.replace(/\./g, '\\.')}/?`}$`);
-  return { path, pattern, methods: SERVICE_METHODS, handlers: { GET: get }, produces, summary };
+  return { path, pattern, methods: READ_METHODS, handlers: { GET: get }, produces, summary };
 }
 
 /** Why the service cannot serve, or undefined when it can. */

@@ -58,7 +58,7 @@ export const VARIABLES = {
   authToken: {
     env: 'AUTH_TOKEN',
     default: undefined,
-    doc: 'bearer token for every request but /healthz and /readyz (at least 16 visible ASCII characters); unset: no authentication',
+    doc: 'bearer token for every request but the probes and the documentation (at least 16 visible ASCII characters); unset: no authentication',
     schema: token,
   },
   authReadToken: {

@@ -7,6 +7,7 @@ import type { Config } from './config.js';
 import { ApiError } from './errors.js';
 import { createInFlightGate, createRateLimiter } from './load.js';
 import { protocolError, type Target } from './protocol.js';
+import { OPEN_PATHS, OPEN_PREFIX, PROBE_PATHS, READ_METHODS } from './resources.js';
 
 export type GuardedRequest = Target & { id?: string; path?: string };
 export type Guard = (req: GuardedRequest, res: ServerResponse, next: (error?: unknown) => void) => void;
@@ -40,15 +41,6 @@ export const EXPOSED_HEADERS = [
 /** Every method the service defines somewhere: the answer to `OPTIONS *` (RFC 9110 §9.3.7). */
 const ALL_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
 
-/**
- * Paths that stay open when authentication is on: probes (orchestrators have no token) and the
- * documentation (a browser cannot attach a bearer token to a page load; it holds no data).
- */
-export const OPEN_PATHS = new Set(['/healthz', '/readyz', '/openapi.json', '/docs', '/docs/init.js'].flatMap((p) => [p, `${p}/`]));
-const OPEN_PREFIX = '/docs/assets/';
-/** Health probes are never rate-limited: an orchestrator polling them must not be told to back off. */
-export const PROBE_PATHS = new Set(['/healthz', '/readyz', '/healthz/', '/readyz/']);
-const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 
 /**
@@ -116,19 +108,21 @@ function tokenReader(fullToken: string, readToken: string | undefined): (req: In
  * 401 without a valid token, 403 for a write with the read token; open paths pass.
  * @see https://www.rfc-editor.org/rfc/rfc6750#section-3
  */
+const challenge = (error?: string) => ({ 'WWW-Authenticate': `Bearer realm="restable"${error ? `, error="${error}"` : ''}` });
+const CHALLENGES = { none: challenge(), invalid: challenge('invalid_token'), read: challenge('insufficient_scope') };
+
 function authorize(req: GuardedRequest, client: Client): Verdict {
   if (OPEN_PATHS.has(req.path ?? '') || req.path?.startsWith(OPEN_PREFIX)) return undefined;
-  const challenge = (error?: string) => ({ 'WWW-Authenticate': `Bearer realm="restable"${error ? `, error="${error}"` : ''}` });
-  if (client === 'full' || (client === 'read' && READ_METHODS.has(req.method ?? ''))) return undefined;
+  if (client === 'full' || (client === 'read' && (READ_METHODS as readonly string[]).includes(req.method ?? ''))) return undefined;
   if (client === 'read') {
     return new ApiError('forbidden', `The read-only token may not ${req.method}; use the full token.`, {
-      headers: challenge('insufficient_scope'),
+      headers: CHALLENGES.read,
     });
   }
   if (client === 'none') {
-    return new ApiError('unauthorized', 'This service needs a bearer token (Authorization: Bearer <token>).', { headers: challenge() });
+    return new ApiError('unauthorized', 'This service needs a bearer token (Authorization: Bearer <token>).', { headers: CHALLENGES.none });
   }
-  return new ApiError('unauthorized', 'The bearer token is not valid.', { headers: challenge('invalid_token') });
+  return new ApiError('unauthorized', 'The bearer token is not valid.', { headers: CHALLENGES.invalid });
 }
 
 /**
@@ -142,14 +136,20 @@ function clientStep(config: Pick<Config, 'authToken' | 'authReadToken' | 'rateLi
   const check = (req: GuardedRequest, client: Client) => (readToken ? authorize(req, client) : undefined);
   return (req, res) => {
     const client = readToken?.(req) ?? 'none';
-    if (!limit || PROBE_PATHS.has(req.path ?? '')) return check(req, client);
+    if (!limit || PROBE_PATHS.has(req.path ?? '')) return check(req, client); // probes: see exceptProbes
     const key = client === 'full' || client === 'read' ? `token:${client}` : `address:${req.socket.remoteAddress ?? ''}`;
     return limit(key).then((outcome) => {
       if (!outcome.allowed) return outcome.error;
-      for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, value);
+      res.setHeader('RateLimit-Policy', outcome.policy);
+      res.setHeader('RateLimit', outcome.remaining);
       return check(req, client);
     });
   };
+}
+
+/** The step, except on the health probes: a busy service must still answer its orchestrator. */
+function exceptProbes(step: Step): Step {
+  return (req, res) => (PROBE_PATHS.has(req.path ?? '') ? undefined : step(req, res));
 }
 
 /** `OPTIONS *` asks what the server supports as a whole; it is answered after every other guard. */
@@ -160,25 +160,26 @@ const asterisk: Step = (req, res) => {
   return 'answered';
 };
 
+/**
+ * Runs steps from `i` in order; a step that is async pauses the run, which resumes where it left.
+ * @returns nothing: the verdict goes to `next` (an error), or the response was answered, or next() passes on
+ */
+function runSteps(steps: Step[], i: number, req: GuardedRequest, res: ServerResponse, next: (error?: unknown) => void): void {
+  for (; i < steps.length; i++) {
+    const verdict = (steps[i] as Step)(req, res);
+    if (verdict instanceof Promise) {
+      const resume = i + 1;
+      verdict.then((v) => (v === undefined ? runSteps(steps, resume, req, res, next) : v !== 'answered' && next(v))).catch(next);
+      return;
+    }
+    if (verdict !== undefined) return void (verdict !== 'answered' && next(verdict));
+  }
+  next();
+}
+
 /** Runs steps in order in one middleware (each polka hop costs), pausing only for a step that is async. */
 function chain(steps: Step[]): Guard {
-  return (req, res, next) => {
-    let i = 0;
-    const settle = (verdict: Verdict): boolean => {
-      if (verdict === undefined) return false;
-      if (verdict !== 'answered') next(verdict);
-      return true;
-    };
-    const run = (): void => {
-      while (i < steps.length) {
-        const verdict = (steps[i++] as Step)(req, res);
-        if (verdict instanceof Promise) return void verdict.then((v) => settle(v) || run(), next);
-        if (settle(verdict)) return;
-      }
-      next();
-    };
-    run();
-  };
+  return (req, res, next) => runSteps(steps, 0, req, res, next);
 }
 
 /**
@@ -203,7 +204,7 @@ export function createGuards(
   const steps: (Step | undefined)[] = [
     identify(log),
     protocolError,
-    createInFlightGate(config),
+    exceptProbes(createInFlightGate(config)),
     config.corsOrigins ? corsStep(config.corsOrigins) : undefined,
     client,
     asterisk,

@@ -6,7 +6,7 @@ import Negotiator from 'negotiator';
 import getRawBody from 'raw-body';
 import { etagOf } from './conditional.js';
 import { ApiError, type ProblemResponse } from './errors.js';
-import { checkJsonDocument } from './validation.js';
+import { checkJsonDocument, checkJsonText } from './validation.js';
 
 /** Decodes bodies; `fatal` refuses bytes that are not UTF-8 instead of turning them into U+FFFD. */
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
@@ -78,6 +78,7 @@ export async function readJson(req: IncomingMessage, limit: number, accepted: re
   }
   const text = await readText(req, limit);
   if (text.trim() === '') throw new ApiError('badRequest', 'The request body is empty; a JSON document is required.');
+  checkJsonText(text);
   let document: unknown;
   try {
     document = JSON.parse(text);

@@ -25,7 +25,7 @@ export function createInFlightGate(config: Pick<Config, 'maxInFlight' | 'maxBody
     }
     requests++;
     bytes += share;
-    res.once('close', () => {
+    res.on('close', () => {
       requests--;
       bytes -= share;
     });
@@ -43,7 +43,8 @@ function bodyShare(req: IncomingMessage, limit: number): number {
 /** The policy's name in the RateLimit fields. */
 const POLICY = 'per-client';
 
-export type RateLimitOutcome = { allowed: true; headers: Record<string, string> } | { allowed: false; error: ApiError };
+/** Allowed, with the RateLimit-Policy and RateLimit field values to send; or refused with its 429. */
+export type RateLimitOutcome = { allowed: true; policy: string; remaining: string } | { allowed: false; error: ApiError };
 
 /**
  * The per-client rate limit: `rateLimit` requests per `rateLimitWindowS` seconds (a fixed window),
@@ -60,13 +61,10 @@ export function createRateLimiter(config: Pick<Config, 'rateLimit' | 'rateLimitW
     ? new RateLimiterCluster({ ...options, timeoutMs: 1000, insuranceLimiter: new RateLimiterMemory(options) })
     : new RateLimiterMemory(options);
   const policy = `"${POLICY}";q=${points};w=${duration}`;
-  const fields = (res: RateLimiterRes) => ({
-    'RateLimit-Policy': policy,
-    RateLimit: `"${POLICY}";r=${res.remainingPoints};t=${Math.ceil(res.msBeforeNext / 1000)}`,
-  });
+  const remaining = (res: RateLimiterRes) => `"${POLICY}";r=${res.remainingPoints};t=${Math.ceil(res.msBeforeNext / 1000)}`;
   return async (client: string): Promise<RateLimitOutcome> => {
     try {
-      return { allowed: true, headers: fields(await limiter.consume(client)) };
+      return { allowed: true, policy, remaining: remaining(await limiter.consume(client)) };
     } catch (rejection) {
       if (!(rejection instanceof RateLimiterRes)) throw rejection;
       const retryAfter = String(Math.max(1, Math.ceil(rejection.msBeforeNext / 1000)));
@@ -76,7 +74,7 @@ export function createRateLimiter(config: Pick<Config, 'rateLimit' | 'rateLimitW
           'tooManyRequests',
           `This client made more than ${points} requests in ${duration} s; retry after ${retryAfter} s.`,
           {
-            headers: { ...fields(rejection), 'Retry-After': retryAfter },
+            headers: { 'RateLimit-Policy': policy, RateLimit: remaining(rejection), 'Retry-After': retryAfter },
           },
         ),
       };

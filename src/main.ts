@@ -38,7 +38,7 @@ async function serve(config: Config, logger: Logger): Promise<void> {
     closeDatabase(database);
     throw error;
   }
-  const server = createHttpServer(app.handler, config);
+  const server = createHttpServer(app.handler, config, logger);
   server.listen(config.port, config.host, () => {
     const address = server.address();
     const where = typeof address === 'object' && address ? `http://${config.host}:${address.port}` : String(address);

@@ -2,9 +2,8 @@
 // included), schemas from the same zod validators the router uses, headers and every status.
 import { createSelectSchema } from 'drizzle-zod';
 import { z } from 'zod';
-import { OPEN_PATHS, PROBE_PATHS } from './guards.js';
 import { LIMIT, OPERATORS, type Operator } from './query.js';
-import type { Field, Method, Registry, Resource, Route } from './resources.js';
+import { type Field, type Method, OPEN_PATHS, PROBE_PATHS, READ_METHODS, type Registry, type Resource, type Route } from './resources.js';
 
 type Json = Record<string, unknown>;
 
@@ -206,7 +205,7 @@ const noBody = (description: string, headers?: Json) => ({ description, ...(head
 /** With authentication on: 401 without a valid token, 403 when the read-only token is used for a write. */
 function authErrors(options: OpenApiOptions, method: Method): ErrorName[] {
   if (!options.auth) return [];
-  return ['GET', 'HEAD', 'OPTIONS'].includes(method) ? ['Unauthorized'] : ['Unauthorized', 'Forbidden'];
+  return (READ_METHODS as readonly Method[]).includes(method) ? ['Unauthorized'] : ['Unauthorized', 'Forbidden'];
 }
 
 function operation(route: Route, method: Method, options: OpenApiOptions): Json {
@@ -343,7 +342,7 @@ function operation(route: Route, method: Method, options: OpenApiOptions): Json 
 /**
  * An operation of the service's own endpoints. HEAD declares GET's media type too: generators derive
  * Accept from the declared responses, and one with only problem+json to choose from gets a 406.
- * The probes and the documentation stay open when authentication is on (src/guards.ts OPEN_PATHS).
+ * The probes and the documentation stay open when authentication is on (OPEN_PATHS in src/resources.ts).
  */
 function serviceOperation(path: string, method: Method, summary: string, produces: string, options: OpenApiOptions): Json {
   const id = path === '/' ? 'index' : path.replace(/[^a-z]/g, '');

@@ -1,5 +1,5 @@
 // HTTP/1.x message rules checked before anything else (RFC 9112, RFC 9110): the protocol version,
-// Host, the request-target's form and Expect. Pure: it reads a request and says what is wrong.
+// Host, the request-target's form and Expect. It rewrites a target to origin form and says what is wrong; no I/O.
 import type { IncomingMessage } from 'node:http';
 import { ApiError } from './errors.js';
 
@@ -32,7 +32,10 @@ export function normalizeTarget(req: Target): void {
 /** How many times a header field occurs in the request as sent (Node folds duplicates of some). */
 function occurrences(req: IncomingMessage, name: string): number {
   let count = 0;
-  for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i]?.toLowerCase() === name) count++;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const field = req.rawHeaders[i] as string;
+    if (field.length === name.length && field.toLowerCase() === name) count++;
+  }
   return count;
 }
 

@@ -59,6 +59,7 @@ function splitPair(pair: string): [string, string] {
  */
 export function parseQueryString(text: string): QueryParameters {
   const query: QueryParameters = Object.create(null);
+  if (text === '') return query;
   const pairs = text.split('&').filter((pair) => pair !== '');
   if (pairs.length > QUERY_STRING_LIMITS.maxParameters) {
     throw new ApiError(
@@ -72,7 +73,8 @@ export function parseQueryString(text: string): QueryParameters {
     const [rawName, rawValue] = splitPair(pair);
     const name = decode(rawName);
     const value = decode(rawValue);
-    if (name !== REPLACED) bytes += pair.length + 1;
+    // Counted as a next-page link will carry it: a character a URI may not hold takes 3 bytes there.
+    if (name !== REPLACED) bytes += pair.length + 1 + 2 * (pair.match(NOT_URI)?.length ?? 0);
     if (name === undefined || value === undefined) {
       errors.push({ path: name ?? rawName, message: 'is not valid percent-encoded UTF-8' });
       continue;
@@ -83,7 +85,7 @@ export function parseQueryString(text: string): QueryParameters {
   if (bytes > QUERY_STRING_LIMITS.maxBytes) {
     throw new ApiError(
       'badRequest',
-      `The query string is ${bytes} bytes long (not counting a cursor); at most ${QUERY_STRING_LIMITS.maxBytes} bytes are accepted.`,
+      `The query string is ${bytes} bytes long percent-encoded (not counting a cursor); at most ${QUERY_STRING_LIMITS.maxBytes} bytes are accepted.`,
     );
   }
   if (errors.length > 0) {

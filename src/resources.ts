@@ -11,6 +11,19 @@ export const SERVER_MANAGED_FIELDS = ['createdAt', 'updatedAt'] as const;
 /** Paths the service itself answers; a table may not take one of these names. */
 export const SERVICE_PATHS = ['', 'healthz', 'readyz', 'openapi.json', 'docs'] as const;
 
+/** Methods that only read: all the service paths take, and all the read-only token may use. */
+export const READ_METHODS = ['GET', 'HEAD', 'OPTIONS'] as const;
+
+const withTrailingSlash = (paths: string[]) => new Set(paths.flatMap((p) => [p, `${p}/`]));
+/** Health probes: open without a token, never rate-limited or shed, so an orchestrator always reaches them. */
+export const PROBE_PATHS = withTrailingSlash(['/healthz', '/readyz']);
+/**
+ * Paths open without a token: the probes and the documentation (a browser cannot attach a bearer
+ * token to a page load; it holds no data). Files under OPEN_PREFIX are the documentation's too.
+ */
+export const OPEN_PATHS = withTrailingSlash(['/healthz', '/readyz', '/openapi.json', '/docs', '/docs/init.js']);
+export const OPEN_PREFIX = '/docs/assets/';
+
 export type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS';
 
 export interface Field {

@@ -46,7 +46,6 @@ const MERGE_PATCH_BODY = ['application/merge-patch+json', 'application/json'] as
 /** Lists take the query language of API.md §5 on GET (and HEAD); other methods take none. */
 const listsOnGet = (method: string) => method === 'GET';
 
-/** Refuses a query string that could not be read, and any parameter on a path that takes none. */
 /** Refuses a query string that could not be read, and any parameter when the path takes none. */
 export function rejectQuery(query: Record<string, unknown>, accepts: boolean): void {
   const unreadable = queryErrorOf(query);

@@ -1,48 +1,62 @@
 // The node:http server around the app: timeouts that bound slow clients, and requests Node itself
-// would answer or drop (malformed, timed out, CONNECT, odd Expect) given a problem body instead.
-import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
+// would answer or drop (malformed, timed out, CONNECT) given a problem body, a request id and a log line.
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
 import type { Config } from './config.js';
 
 const KEEP_ALIVE_TIMEOUT_MS = 5000;
 /** How long a refused client gets to read its answer before the socket is destroyed anyway. */
 const LINGER_MS = 1000;
 
+/** Where a refusal is logged: one warn line, as the request log would write it (no headers, no body). */
+type RefusalLog = Pick<Logger, 'warn'> | undefined;
+
 /**
  * Writes a problem answer on a raw socket and closes it for good: a client that reads it closes
  * its side and the socket ends; one that keeps its side open is destroyed after LINGER_MS, so it
  * cannot hold the file descriptor. (Destroying at once would reset the connection while the
- * client's unread bytes are pending, and the client might never see the answer.)
+ * client's unread bytes are pending, and the client might never see the answer.) A socket whose
+ * current response has started is only destroyed: bytes written now would corrupt that response.
  */
-function refuse(socket: Duplex, status: number, title: string, detail: string): void {
-  if (!socket.writable) return void socket.destroy();
+function refuse(log: RefusalLog, socket: Duplex, [status, title, detail]: Refusal): void {
+  const current = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (!socket.writable || current?.headersSent) return void socket.destroy();
+  const requestId = randomUUID();
   const body = JSON.stringify({ type: 'about:blank', title, status, detail, instance: '' });
   const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref();
   socket.once('close', () => clearTimeout(timer));
   socket.end(
     `HTTP/1.1 ${status} ${title}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-      `Connection: close\r\nX-Content-Type-Options: nosniff\r\n\r\n${body}`,
+      `Connection: close\r\nX-Request-Id: ${requestId}\r\nX-Content-Type-Options: nosniff\r\n\r\n${body}`,
   );
+  log?.warn({ requestId, res: { status } }, `refused before routing: ${status} ${title}`);
 }
 
+/** The status, title and detail of an answer written on the raw socket. */
+type Refusal = [number, string, string];
+
 /** The status, title and detail of a request Node's parser refused. */
-const PARSE_FAILURES: Record<string, [number, string, string]> = {
+const PARSE_FAILURES: Record<string, Refusal> = {
   ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout', 'The request was not received in time.'],
   HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large', 'The request headers are larger than the server reads.'],
   HPE_INVALID_VERSION: [505, 'HTTP Version Not Supported', 'This service serves HTTP/1.1 (and HTTP/1.0).'],
 };
 
-function rejectClient(error: NodeJS.ErrnoException, socket: Duplex): void {
-  refuse(socket, ...(PARSE_FAILURES[error.code ?? ''] ?? [400, 'Bad Request', 'The request could not be read as HTTP/1.1.']));
-}
-
+const UNREADABLE: Refusal = [400, 'Bad Request', 'The request could not be read as HTTP/1.1.'];
 /** CONNECT asks for a tunnel; this service is an origin server, not a proxy. */
-function rejectConnect(_req: IncomingMessage, socket: Duplex): void {
-  refuse(socket, 405, 'Method Not Allowed', 'CONNECT is not served: this is an origin server, not a proxy.');
-}
+const TUNNEL: Refusal = [405, 'Method Not Allowed', 'CONNECT is not served: this is an origin server, not a proxy.'];
 
-/** Creates (does not start) the HTTP server with the configured header and request timeouts. */
-export function createHttpServer(listener: RequestListener, config: Pick<Config, 'headersTimeoutMs' | 'requestTimeoutMs'>): Server {
+/**
+ * Creates (does not start) the HTTP server with the configured header and request timeouts;
+ * answers refused on the raw socket are logged to `log` when it is given.
+ */
+export function createHttpServer(
+  listener: RequestListener,
+  config: Pick<Config, 'headersTimeoutMs' | 'requestTimeoutMs'>,
+  log?: RefusalLog,
+): Server {
   const server = createServer(
     {
       headersTimeout: config.headersTimeoutMs,
@@ -54,8 +68,10 @@ export function createHttpServer(listener: RequestListener, config: Pick<Config,
     },
     listener,
   );
-  server.on('clientError', rejectClient);
-  server.on('connect', rejectConnect);
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) =>
+    refuse(log, socket, PARSE_FAILURES[error.code ?? ''] ?? UNREADABLE),
+  );
+  server.on('connect', (_req: IncomingMessage, socket: Duplex) => refuse(log, socket, TUNNEL));
   // An Expect other than 100-continue goes to the app like any request; its guards answer 417.
   server.on('checkExpectation', listener);
   return server;

@@ -3,9 +3,9 @@
 
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { MAX_REPORTED_ERRORS } from '../src/errors.js';
+import { ApiError, MAX_REPORTED_ERRORS } from '../src/errors.js';
 import { fingerprintOf } from '../src/idempotency.js';
-import { applyMergePatch, MAX_ECHOED_LENGTH, MAX_JSON_DEPTH } from '../src/validation.js';
+import { applyMergePatch, checkJsonText, MAX_ECHOED_LENGTH, MAX_JSON_DEPTH } from '../src/validation.js';
 import { userSample } from './fixtures.js';
 import { type Reply, type Service, startService } from './helpers.js';
 
@@ -253,9 +253,15 @@ unicode('a body that is not UTF-8 is a 400, not silently turned into U+FFFD', as
 
 unicode('query values and path segments cannot carry a lone surrogate into the service', async ({ service }) => {
   // Percent-encoded bytes decode as UTF-8, never to a lone surrogate; the query parser may refuse them.
-  for (const path of ['/users?name=%ED%A0%80', '/users/%ED%A0%80', '/users?%ED%A0%80=1', '/users?name=%uD800']) {
+  const expected: [string, number][] = [
+    ['/users?name=%ED%A0%80', 400],
+    ['/users/%ED%A0%80', 404],
+    ['/users?%ED%A0%80=1', 400],
+    ['/users?name=%uD800', 400],
+  ];
+  for (const [path, status] of expected) {
     const reply = await service.request('GET', path);
-    assert.ok([200, 400, 404].includes(reply.status), `${path}: ${reply.text}`);
+    assert.is(reply.status, status, `${path}: ${reply.text}`);
     assert.not.match(reply.text, /\\ud[89a-f][0-9a-f]{2}/i, path);
   }
 });
@@ -391,3 +397,22 @@ mergePatch('merges a patch nested far deeper than any stack allows', () => {
 });
 
 mergePatch.run();
+
+const jsonText = suite('bodies: checkJsonText');
+
+jsonText('counts the nesting of arrays and objects, not brackets inside strings or after escapes', () => {
+  checkJsonText(deepArray(MAX_JSON_DEPTH));
+  checkJsonText(deepObject(MAX_JSON_DEPTH));
+  checkJsonText(JSON.stringify({ a: '['.repeat(1000), b: '\\"[[[['.repeat(100), c: ['{'.repeat(500)] }));
+  for (const deep of [deepArray(MAX_JSON_DEPTH + 1), deepObject(MAX_JSON_DEPTH + 1), `{"x":"\\"",${deepArray(MAX_JSON_DEPTH)}}`]) {
+    try {
+      checkJsonText(deep);
+      assert.unreachable('a body past the depth limit passed');
+    } catch (error) {
+      assert.instance(error, ApiError);
+      assert.is((error as ApiError).code, 'badRequest');
+    }
+  }
+});
+
+jsonText.run();

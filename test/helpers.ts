@@ -119,7 +119,7 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
   await applyMigrations(database, migrationsFolder);
   options.prepare?.(database);
   const app = createApp({ database, config, logger, schema, migrationsFolder });
-  const server: Server = createHttpServer(app.handler, config);
+  const server: Server = createHttpServer(app.handler, config, logger);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {

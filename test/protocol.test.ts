@@ -42,7 +42,11 @@ function raw(url: string, data: string): Promise<RawReply> {
 const header = (reply: RawReply, name: string) => new RegExp(`\\r\\n${name}: ([^\\r]*)`, 'i').exec(`\r\n${reply.head}`)?.[1];
 
 /** Starts a request whose body is announced but not sent, so it stays in flight until `finish` is called. */
-function pendingPost(url: string, path: string, length: number): { response: Promise<IncomingMessage>; finish: () => void } {
+function pendingPost(
+  url: string,
+  path: string,
+  length: number,
+): { response: Promise<IncomingMessage>; finish: () => void; abort: () => void } {
   const req = httpRequest(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': length } });
   req.flushHeaders();
   const response = new Promise<IncomingMessage>((resolve, reject) => {
@@ -52,7 +56,11 @@ function pendingPost(url: string, path: string, length: number): { response: Pro
     });
     req.on('error', reject);
   });
-  return { response, finish: () => req.end(`{"name":"${'x'.repeat(Math.max(0, length - 11))}"}`.slice(0, length)) };
+  return {
+    response,
+    finish: () => req.end(`{"name":"${'x'.repeat(Math.max(0, length - 11))}"}`.slice(0, length)),
+    abort: () => req.destroy(),
+  };
 }
 
 /** Polls `read` until it returns true or `bound` ms pass; returns the last value (no timing is asserted). */
@@ -175,6 +183,12 @@ protocol('CONNECT gets a problem answer, not a dropped socket', async ({ service
   const reply = await raw(service.url, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
   assert.is(reply.status, 405);
   assert.match(reply.head, /application\/problem\+json/);
+  const id = header(reply, 'x-request-id');
+  assert.ok(id, 'no request id');
+  assert.ok(
+    service.logs.some((line) => line.requestId === id && line.res?.status === 405),
+    'no log line',
+  );
 });
 
 protocol('an OPTIONS without Origin is no CORS preflight: routed, 404 on unknown paths', async ({ service }) => {
@@ -243,11 +257,14 @@ const inFlight = withService('work in flight', { MAX_IN_FLIGHT: '2', MAX_BODY_BY
 
 inFlight('past MAX_IN_FLIGHT requests a request is shed with 503 and Retry-After, and served again after', async ({ service }) => {
   const held = [pendingPost(service.url, '/users', 60), pendingPost(service.url, '/users', 60)];
-  await sleep(100);
+  // Once both are admitted (their headers may take a moment to arrive), the next request is shed.
+  assert.ok(await eventually(async () => (await service.request('GET', '/users')).status === 503), 'nothing was shed');
   const shed = await service.request('GET', '/users');
   assert.is(shed.status, 503);
   assert.is(shed.headers.get('retry-after'), '1');
   assert.is(shed.body.status, 503);
+  assert.is((await service.request('GET', '/healthz')).status, 200, 'a probe is never shed');
+  assert.is((await service.request('GET', '/readyz')).status, 200, 'a probe is never shed');
   for (const request of held) request.finish();
   await Promise.all(held.map((request) => request.response));
   assert.ok(
@@ -258,18 +275,32 @@ inFlight('past MAX_IN_FLIGHT requests a request is shed with 503 and Retry-After
 
 inFlight('past MAX_BODY_BYTES_IN_FLIGHT a body is refused before it is read; bodiless requests still pass', async ({ service }) => {
   const held = pendingPost(service.url, '/users', 1000);
-  await sleep(100);
-  const refused = await service.request('POST', '/users', { body: { name: 'x'.repeat(500), email: 'big@example.com' } });
+  let n = 0;
+  const big = () => service.request('POST', '/users', { body: { name: 'x'.repeat(500), email: `big${++n}@example.com` } });
+  assert.ok(await eventually(async () => (await big()).status === 503), 'the second body was never refused');
+  const refused = await big();
   assert.is(refused.status, 503);
   assert.is(refused.headers.get('retry-after'), '1');
   assert.is((await service.request('GET', '/healthz')).status, 200);
   held.finish();
   await held.response;
-  assert.ok(
-    await eventually(
-      async () => (await service.request('POST', '/users', { body: { name: 'x'.repeat(500), email: 'big@example.com' } })).status === 201,
-    ),
-  );
+  assert.ok(await eventually(async () => (await big()).status === 201));
+});
+
+inFlight('a request whose client goes away gives its share back', async ({ service }) => {
+  for (let round = 0; round < 5; round++) {
+    const held = [pendingPost(service.url, '/users', 700), pendingPost(service.url, '/users', 60)];
+    assert.ok(await eventually(async () => (await service.request('GET', '/users')).status === 503));
+    for (const request of held) {
+      request.response.catch(() => {});
+      request.abort();
+    }
+    assert.ok(
+      await eventually(async () => (await service.request('GET', '/users')).status === 200),
+      `round ${round}: aborted requests still hold their share`,
+    );
+  }
+  assert.is((await service.request('POST', '/users', { body: { name: 'x'.repeat(600), email: 'after@example.com' } })).status, 201);
 });
 
 inFlight.run();
