@@ -43,6 +43,11 @@ const STATUS: Record<ErrorCode, number> = {
 /** Field errors listed in one problem at most; its detail says how many more there were. */
 export const MAX_REPORTED_ERRORS = 50;
 
+/** What a problem's detail adds when only `listed` of `total` field errors are listed ('' when all are). */
+export function unlistedErrors(listed: number, total: number): string {
+  return total > listed ? ` The first ${listed} of ${total} errors are listed, and ${total - listed} more.` : '';
+}
+
 /** One failed field of a request body or query: where, and what is wrong with it. */
 export interface FieldError {
   path: string;
@@ -53,6 +58,13 @@ export interface ApiErrorOptions {
   errors?: FieldError[];
   headers?: Record<string, string>;
   cause?: unknown;
+}
+
+/** The 400 for a query string with these errors (at least one): the first is named in the detail. */
+export function badQuery(errors: FieldError[]): ApiError {
+  const first = errors[0] as FieldError;
+  const more = errors.length > 1 ? ` (and ${errors.length - 1} more)` : '';
+  return new ApiError('badRequest', `Query parameter "${first.path}" ${first.message}${more}.`, { errors });
 }
 
 /** An expected failure: its message is safe to show to clients and becomes the problem's `detail`. */
@@ -102,8 +114,7 @@ export function toProblem(error: unknown, instance: string): ProblemResponse {
   if (known && error.errors) {
     // Validators bound their own lists; this bound holds for any error, so no problem body is ever unbounded.
     body.errors = error.errors.slice(0, MAX_REPORTED_ERRORS);
-    const more = error.errors.length - body.errors.length;
-    if (more > 0) body.detail += ` The first ${body.errors.length} of ${error.errors.length} errors are listed, and ${more} more.`;
+    body.detail += unlistedErrors(body.errors.length, error.errors.length);
   }
   return { status, headers: known ? error.headers : {}, body, unexpected: !known };
 }

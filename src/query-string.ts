@@ -1,7 +1,7 @@
 // Reads the whole query string of every request in one place (polka's `parse`), so that each
 // parameter the client sent is kept or the request refused with a 400; none is silently dropped.
 import type { IncomingMessage } from 'node:http';
-import { ApiError, type FieldError } from './errors.js';
+import { ApiError, badQuery, type FieldError } from './errors.js';
 
 /** Parameters by decoded name: one value, or all of them in order when the name repeats. */
 export type QueryParameters = Record<string, string | string[]>;
@@ -88,11 +88,7 @@ export function parseQueryString(text: string): QueryParameters {
       `The query string is ${bytes} bytes long percent-encoded (not counting a cursor); at most ${QUERY_STRING_LIMITS.maxBytes} bytes are accepted.`,
     );
   }
-  if (errors.length > 0) {
-    const first = errors[0] as FieldError;
-    const more = errors.length > 1 ? ` (and ${errors.length - 1} more)` : '';
-    throw new ApiError('badRequest', `Query parameter "${first.path}" ${first.message}${more}.`, { errors });
-  }
+  if (errors.length > 0) throw badQuery(errors);
   return query;
 }
 

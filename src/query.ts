@@ -1,7 +1,7 @@
 // Pure parsing of collection query strings (API.md §5): limit, cursor, sort, count and filters,
 // converted to each field's type and bounded. Every failure is a 400 ApiError naming the parameter; no I/O.
 import { type CursorCodec, type CursorValue, Digest, toCursorValue } from './cursor.js';
-import { ApiError, type FieldError } from './errors.js';
+import { ApiError, badQuery, type FieldError } from './errors.js';
 import type { Field, Resource } from './resources.js';
 
 export const OPERATORS = ['eq', 'ne', 'gt', 'gte', 'lt', 'lte', 'in', 'contains', 'startsWith', 'null'] as const;
@@ -253,10 +253,6 @@ export function parseListQuery(resource: Resource, query: RawQuery, { scope = ''
   const binding = () => (memo ??= bindingOf(resource, scope, query));
   const position =
     query.cursor === undefined || !sort ? {} : attempt(() => parseCursor(single('cursor', query.cursor), sort, binding, cursors));
-  if (errors.length > 0) {
-    const first = errors[0] as FieldError;
-    const more = errors.length > 1 ? ` (and ${errors.length - 1} more)` : '';
-    throw new ApiError('badRequest', `Query parameter "${first.path}" ${first.message}${more}.`, { errors });
-  }
+  if (errors.length > 0) throw badQuery(errors);
   return { limit: limit as number, sort: sort as SortKey[], filters: filters as Filter[], ...position, count: count as boolean, binding };
 }

@@ -2,7 +2,7 @@
 // zod schemas; every failure is a 4xx ApiError with a bounded list of field errors. No I/O here.
 import { isDeepStrictEqual } from 'node:util';
 import type { z } from 'zod';
-import { ApiError, type FieldError, MAX_REPORTED_ERRORS } from './errors.js';
+import { ApiError, type FieldError, MAX_REPORTED_ERRORS, unlistedErrors } from './errors.js';
 import type { Resource } from './resources.js';
 
 export type Row = Record<string, unknown>;
@@ -51,8 +51,7 @@ class FieldErrors {
 
   /** The detail of the problem: `summary`, and how many errors were left out of the list. */
   detail(summary: string): string {
-    const more = this.total - this.list.length;
-    return more > 0 ? `${summary} The first ${this.list.length} of ${this.total} errors are listed, and ${more} more.` : summary;
+    return summary + unlistedErrors(this.list.length, this.total);
   }
 
   /** Throws the 422 listing them, when there are any. */
