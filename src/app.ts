@@ -145,23 +145,26 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
     if (shuttingDown) res.setHeader('Connection', 'close');
     requestLog(req, res);
   };
-  app.use(createGuards(config, onRequest) as never);
+  /** A path's methods, for CORS preflights (only they look; a scan of the routes is fine there). */
+  const allowOf = (path: string) => endpoints.find((endpoint) => endpoint.pattern.test(path))?.methods.join(', ');
+  app.use(createGuards(config, allowOf, onRequest) as never);
   const assets = createDocsAssets();
   /** The docs' static files are read-only: GET and HEAD serve them, OPTIONS lists that, the rest is a 405. */
   const staticFile = (req: Request, res: Exchange['res'], serve: () => void) => {
+    const refuse = (error: unknown) => {
+      // Inside app.use(DOCS_ASSETS) polka strips the prefix from req.path; the problem names the whole path.
+      req.path = (req.originalUrl ?? req.path).split('?')[0] as string;
+      onError(error, req, res);
+    };
     try {
       rejectQuery(req.query, false);
     } catch (error) {
-      return onError(error, req, res);
+      return refuse(error);
     }
     if (req.method === 'GET' || req.method === 'HEAD') return serve();
     if (req.method === 'OPTIONS') return sendEmpty(res, 204, { Allow: STATIC_METHODS });
-    onError(
-      new ApiError('methodNotAllowed', `${req.method} is not allowed on ${req.path}; use ${STATIC_METHODS}.`, {
-        headers: { Allow: STATIC_METHODS },
-      }),
-      req,
-      res,
+    refuse(
+      new ApiError('methodNotAllowed', `${req.method} is not allowed here; use ${STATIC_METHODS}.`, { headers: { Allow: STATIC_METHODS } }),
     );
   };
   app.all('/docs/init.js', (req, res) =>

@@ -4,12 +4,15 @@ import { z } from 'zod';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
-const port = z.coerce.number().int().min(0).max(65535);
-const positiveInt = z.coerce
-  .number()
-  .int()
-  .min(1)
-  .max(2 ** 31 - 1);
+/** A whole number written as plain decimal digits (no `0x10`, `1e3`, `+5` or spaces), within bounds. */
+const wholeNumber = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d{1,10}$/)
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+const port = wholeNumber(0, 65535);
+const positiveInt = wholeNumber(1, 2 ** 31 - 1);
 const token = z
   .string()
   .regex(/^[\x21-\x7e]{16,}$/, 'at least 16 visible ASCII characters')
@@ -89,30 +92,26 @@ export const VARIABLES = {
   maxBodyBytesInFlight: {
     env: 'MAX_BODY_BYTES_IN_FLIGHT',
     default: '16777216',
-    doc: 'request-body bytes one process reads and parses at once (a chunked body counts as MAX_BODY_BYTES); past it 503',
+    doc: 'request-body bytes one process holds while reading bodies, counted as they arrive; past it 503',
     schema: positiveInt,
   },
   rateLimit: {
     env: 'RATE_LIMIT',
     default: '0',
     doc: 'requests per client (per token when authenticated, else per address) in each RATE_LIMIT_WINDOW_S; 0: no limit',
-    schema: z.coerce
-      .number()
-      .int()
-      .min(0)
-      .max(2 ** 31 - 1),
+    schema: wholeNumber(0, 2 ** 31 - 1),
   },
   rateLimitWindowS: {
     env: 'RATE_LIMIT_WINDOW_S',
     default: '60',
     doc: 'the rate-limit window, in seconds (1 to 86400)',
-    schema: z.coerce.number().int().min(1).max(86400),
+    schema: wholeNumber(1, 86400),
   },
   workers: {
     env: 'WORKERS',
     default: '1',
     doc: 'processes serving the same port and database (node:cluster); reads scale with cores',
-    schema: z.coerce.number().int().min(1).max(64),
+    schema: wholeNumber(1, 64),
   },
   shutdownTimeoutMs: {
     env: 'SHUTDOWN_TIMEOUT_MS',

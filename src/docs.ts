@@ -1,6 +1,5 @@
 // The /docs API reference for people: Swagger UI served from the local swagger-ui-dist package
 // (no CDN, works offline and in a locked-down container), pointed at /openapi.json.
-import { readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import sirv from 'sirv';
 
@@ -35,11 +34,11 @@ export const DOCS_HTML = `<!doctype html>
 export const DOCS_INIT = `window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', deepLinking: true });\n`;
 
 /**
- * The Swagger UI files: `serve` answers GET/HEAD (sirv: ETags, caching), `has` tells whether a
- * path under DOCS_ASSETS names one of them (the folder is flat), so other methods get 405, not 404.
+ * The Swagger UI files the page loads, and only those (the package also holds a stock demo page
+ * pointed at someone else's API): `serve` answers GET/HEAD (sirv: ETags, caching), `has` tells
+ * whether a path under DOCS_ASSETS names one of them, so other methods get 405, not 404.
  */
 export function createDocsAssets() {
-  const root = getAbsoluteFSPath();
-  const files = new Set(readdirSync(root, { withFileTypes: true }).flatMap((entry) => (entry.isFile() ? [`/${entry.name}`] : [])));
-  return { serve: sirv(root, { etag: true, maxAge: 3600 }), has: (path: string) => files.has(path) };
+  const files = new Set(['/swagger-ui.css', '/swagger-ui-bundle.js', '/favicon-16x16.png', '/favicon-32x32.png']);
+  return { serve: sirv(getAbsoluteFSPath(), { etag: true, maxAge: 3600 }), has: (path: string) => files.has(path) };
 }

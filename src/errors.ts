@@ -18,6 +18,7 @@ export type ErrorCode =
   | 'expectationFailed'
   | 'tooManyRequests'
   | 'unavailable'
+  | 'notImplemented'
   | 'httpVersionNotSupported'
   | 'internal';
 
@@ -35,6 +36,7 @@ const STATUS: Record<ErrorCode, number> = {
   unprocessable: 422,
   expectationFailed: 417,
   tooManyRequests: 429,
+  notImplemented: 501,
   unavailable: 503,
   httpVersionNotSupported: 505,
   internal: 500,

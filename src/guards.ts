@@ -59,23 +59,27 @@ function identify(log?: (req: GuardedRequest, res: ServerResponse) => void): Ste
 }
 
 /** CORS headers, and the answer to a real preflight (OPTIONS with Origin and Access-Control-Request-Method). */
-function corsStep(origins: NonNullable<Config['corsOrigins']>): Step {
-  const handle = cors({
-    origin: origins,
-    methods: ALL_METHODS.split(', '),
-    exposedHeaders: EXPOSED_HEADERS,
-    maxAge: 600,
-    optionsSuccessStatus: 204,
-  });
-  return (req, res) => {
-    // Not a preflight: an OPTIONS without both headers is routed like any request (204 + Allow, or 404).
-    if (req.method === 'OPTIONS' && !(req.headers.origin && req.headers['access-control-request-method'])) return undefined;
+function corsStep(origins: NonNullable<Config['corsOrigins']>, allowOf: AllowOf): Step {
+  const options = { origin: origins, exposedHeaders: EXPOSED_HEADERS, maxAge: 600, optionsSuccessStatus: 204 };
+  // A preflight is answered with the methods of its path (its Allow), so each call names them.
+  const handle = cors<GuardedRequest>((req, callback) => callback(null, { ...options, methods: allowOf(req.path ?? '') }));
+  /** Runs cors as `method`: with a fixed origin list it decides synchronously, and ends the response of a preflight. */
+  const run = (req: GuardedRequest, res: ServerResponse, method: string): Verdict => {
+    const sent = req.method;
+    req.method = method;
     let verdict: Verdict;
-    // With a fixed origin list, cors decides synchronously; it ends the response for a preflight.
     handle(req, res, (error?: unknown) => {
       verdict = error instanceof ApiError ? error : undefined;
     });
+    req.method = sent;
     return res.writableEnded ? 'answered' : verdict;
+  };
+  return (req, res) => {
+    if (req.method !== 'OPTIONS') return run(req, res, req.method ?? 'GET');
+    // A preflight (OPTIONS with Origin and Access-Control-Request-Method) on a routed path is answered here.
+    if (req.headers.origin && req.headers['access-control-request-method'] && allowOf(req.path ?? '')) return run(req, res, 'OPTIONS');
+    // Any other OPTIONS is routed like any request (204 + Allow, or 404), with the CORS headers of a simple request.
+    return run(req, res, 'GET');
   };
 }
 
@@ -160,6 +164,9 @@ const asterisk: Step = (req, res) => {
   return 'answered';
 };
 
+/** The methods a path defines (its Allow), or undefined when nothing is routed there. */
+export type AllowOf = (path: string) => string | undefined;
+
 /**
  * Runs steps from `i` in order; a step that is async pauses the run, which resumes where it left.
  * @returns nothing: the verdict goes to `next` (an error), or the response was answered, or next() passes on
@@ -198,6 +205,7 @@ export function createGuards(
     | 'rateLimit'
     | 'rateLimitWindowS'
   >,
+  allowOf: AllowOf,
   log?: (req: GuardedRequest, res: ServerResponse) => void,
 ): Guard {
   const client = clientStep(config);
@@ -205,7 +213,7 @@ export function createGuards(
     identify(log),
     protocolError,
     exceptProbes(createInFlightGate(config)),
-    config.corsOrigins ? corsStep(config.corsOrigins) : undefined,
+    config.corsOrigins ? corsStep(config.corsOrigins, allowOf) : undefined,
     client,
     asterisk,
   ];

@@ -6,7 +6,11 @@ import Negotiator from 'negotiator';
 import getRawBody from 'raw-body';
 import { etagOf } from './conditional.js';
 import { ApiError, type ProblemResponse } from './errors.js';
+import { bodyBudgetOf, overBudget } from './load.js';
 import { checkJsonDocument, checkJsonText } from './validation.js';
+
+/** Stops raw-body (it gives up on a stream error) when the bodies in flight hold the whole budget. */
+const OVER_BUDGET = new Error('the bodies in flight hold the whole budget');
 
 /** Decodes bodies; `fatal` refuses bytes that are not UTF-8 instead of turning them into U+FFFD. */
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
@@ -17,9 +21,14 @@ const UTF8 = new TextDecoder('utf-8', { fatal: true });
  */
 async function readText(req: IncomingMessage, limit: number): Promise<string> {
   let bytes: Buffer;
+  // Each chunk is counted against the bodies-in-flight budget as it arrives; past it the read stops.
+  const budget = bodyBudgetOf(req);
+  const count = (chunk: Buffer) => budget?.(chunk.length) || req.emit('error', OVER_BUDGET);
+  if (budget) req.on('data', count); // attached in the same tick as raw-body's listener: no chunk is missed
   try {
     bytes = await getRawBody(req, { limit });
   } catch (error) {
+    if (error === OVER_BUDGET) throw overBudget();
     const type = (error as { type?: string }).type;
     if (type === 'entity.too.large') {
       throw new ApiError('payloadTooLarge', `The request body is larger than ${limit} bytes.`, {
@@ -28,6 +37,8 @@ async function readText(req: IncomingMessage, limit: number): Promise<string> {
     }
     if (type === 'request.aborted') throw new ApiError('badRequest', 'The request body was cut off.', { cause: error });
     throw new ApiError('badRequest', 'The request body could not be read.', { cause: error });
+  } finally {
+    req.off('data', count);
   }
   try {
     return UTF8.decode(bytes);

@@ -22,39 +22,56 @@ function flexible() {
   };
 }
 
+/** Takes `bytes` more of the body budget for a request, or says no (the body must then be refused). */
+export type BodyBudget = (bytes: number) => boolean;
+const BUDGET = Symbol('body budget');
+
+/** The body budget of a request the gate admitted (undefined for one it never saw, e.g. in unit tests). */
+export function bodyBudgetOf(req: IncomingMessage): BodyBudget | undefined {
+  return (req as { [BUDGET]?: BodyBudget })[BUDGET];
+}
+
+/** The 503 of a request refused because too much is in flight. */
+function overloaded(hasBody: boolean): ApiError {
+  return new ApiError('unavailable', 'The service is at its limit of work in flight; try again shortly.', {
+    // A body that is not read must not be taken for the next request on this connection.
+    headers: hasBody ? { 'Retry-After': '1', Connection: 'close' } : { 'Retry-After': '1' },
+  });
+}
+
 /**
- * Admits a request, or says why not: past `maxInFlight` requests, or past `maxBodyBytesInFlight`
- * bytes of bodies that may be buffered at once, the answer is a cheap 503. A body's share is its
- * Content-Length (capped at the body limit), or the whole limit when it is chunked. The share is
- * given back when the response closes, whether it finished or the client went away.
+ * Admits a request, or says why not: past `maxInFlight` requests, or while the bodies being read
+ * already hold `maxBodyBytesInFlight` bytes, the answer is a cheap 503. Body bytes are counted as
+ * they arrive (the body reader asks `bodyBudgetOf(req)` for each chunk and refuses the body with a
+ * 503 when the budget is spent), so a client that announces a large body and sends nothing holds
+ * nothing. Everything a request took is given back when its response closes, finished or not.
  */
-export function createInFlightGate(config: Pick<Config, 'maxInFlight' | 'maxBodyBytesInFlight' | 'maxBodyBytes'>) {
+export function createInFlightGate(config: Pick<Config, 'maxInFlight' | 'maxBodyBytesInFlight'>) {
   let requests = 0;
   let bytes = 0;
   return (req: IncomingMessage, res: ServerResponse): ApiError | undefined => {
-    const share = bodyShare(req, config.maxBodyBytes);
-    if (requests >= config.maxInFlight || bytes + share > config.maxBodyBytesInFlight) {
-      return new ApiError('unavailable', 'The service is at its limit of work in flight; try again shortly.', {
-        // A body that is not read must not be taken for the next request on this connection.
-        headers: share > 0 ? { 'Retry-After': '1', Connection: 'close' } : { 'Retry-After': '1' },
-      });
-    }
+    const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length']) > 0;
+    if (requests >= config.maxInFlight || (hasBody && bytes >= config.maxBodyBytesInFlight)) return overloaded(hasBody);
     requests++;
-    bytes += share;
+    let taken = 0;
+    if (hasBody) {
+      (req as { [BUDGET]?: BodyBudget })[BUDGET] = (more) => {
+        if (bytes + more > config.maxBodyBytesInFlight) return false;
+        bytes += more;
+        taken += more;
+        return true;
+      };
+    }
     res.on('close', () => {
       requests--;
-      bytes -= share;
+      bytes -= taken;
     });
     return undefined;
   };
 }
 
-/** The bytes a request's body may take while it is read and parsed. */
-function bodyShare(req: IncomingMessage, limit: number): number {
-  if (req.headers['transfer-encoding'] !== undefined) return limit;
-  const length = Number(req.headers['content-length']);
-  return Number.isFinite(length) && length > 0 ? Math.min(length, limit) : 0;
-}
+/** The 503 for a body refused part-way because the bodies being read hold the whole budget. */
+export const overBudget = () => overloaded(true);
 
 /** The policy's name in the RateLimit fields. */
 const POLICY = 'per-client';

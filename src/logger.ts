@@ -10,9 +10,12 @@ export function createLogger(config: Pick<Config, 'logLevel'>, pretty = Boolean(
   return pretty ? pino({ ...options, transport: { target: 'pino-pretty', options: { translateTime: 'SYS:standard' } } }) : pino(options);
 }
 
-/** The level of a finished request's line: 5xx errors, 4xx, 503 (not ready, shed) and 505 (a client's HTTP version) warnings, else info. */
+/** 5xx answers that report the client's request or the load, not a fault: not implemented (501), unavailable (503), HTTP version (505). */
+const CLIENT_CAUSED = new Set([501, 503, 505]);
+
+/** The level of a finished request's line: 5xx errors, 4xx and CLIENT_CAUSED warnings, else info. */
 function levelOf(status: number): 'error' | 'warn' | 'info' {
-  if (status >= 500 && status !== 503 && status !== 505) return 'error';
+  if (status >= 500 && !CLIENT_CAUSED.has(status)) return 'error';
   return status >= 400 ? 'warn' : 'info';
 }
 

@@ -5,12 +5,17 @@ import cluster from 'node:cluster';
 import type { Logger } from 'pino';
 import { createApp } from './app.js';
 import { type Config, ConfigError, parseConfig } from './config.js';
-import { closeDatabase, openDatabase } from './db/client.js';
+import { closeDatabase, DatabaseOpenError, openDatabase } from './db/client.js';
 import { applyMigrations, MigrationError } from './db/migrate.js';
 import { startRateLimitPrimary } from './load.js';
 import { createLogger } from './logger.js';
 import { RegistryError } from './resources.js';
 import { createHttpServer } from './server.js';
+
+/** The port is taken or the host cannot be bound; one line for the user. */
+class ListenError extends Error {
+  override name = 'ListenError';
+}
 
 /** Opens the database and applies pending migrations, logging what was applied. */
 async function migrate(config: Config, logger: Logger) {
@@ -39,11 +44,20 @@ async function serve(config: Config, logger: Logger): Promise<void> {
     throw error;
   }
   const server = createHttpServer(app.handler, config, logger);
-  server.listen(config.port, config.host, () => {
-    const address = server.address();
-    const where = typeof address === 'object' && address ? `http://${config.host}:${address.port}` : String(address);
-    logger.info({ address: where, database: config.databasePath }, `restable listening on ${where}`);
-  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.port, config.host, resolve);
+    });
+  } catch (error) {
+    app.close();
+    closeDatabase(database);
+    const { code, message } = error as NodeJS.ErrnoException;
+    throw new ListenError(`cannot listen on ${config.host}:${config.port}: ${code ?? message}`);
+  }
+  const address = server.address();
+  const where = typeof address === 'object' && address ? `http://${config.host}:${address.port}` : String(address);
+  logger.info({ address: where, database: config.databasePath }, `restable listening on ${where}`);
 
   /**
    * Stop accepting, answer /readyz with 503, let requests in flight finish (bounded), then
@@ -118,7 +132,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  if (!(error instanceof ConfigError || error instanceof RegistryError || error instanceof MigrationError)) throw error;
-  console.error(`restable: ${error.message}`);
+  const expected = [ConfigError, RegistryError, MigrationError, DatabaseOpenError, ListenError];
+  if (!expected.some((kind) => error instanceof kind)) throw error;
+  console.error(`restable: ${(error as Error).message}`);
   process.exit(1);
 });

@@ -1,5 +1,5 @@
 // HTTP/1.x message rules checked before anything else (RFC 9112, RFC 9110): the protocol version,
-// Host, the request-target's form and Expect. It rewrites a target to origin form and says what is wrong; no I/O.
+// Host, the request-target's form, Content-Type, Transfer-Encoding and Expect. It rewrites a target to origin form and says what is wrong; no I/O.
 import type { IncomingMessage } from 'node:http';
 import { ApiError } from './errors.js';
 
@@ -8,25 +8,29 @@ const SERVED_VERSIONS = new Set(['1.1', '1.0']);
 /** `http://authority/path?query` or `https://…`: the absolute form of a request-target. */
 const ABSOLUTE_FORM = /^https?:\/\/[^/?#]*([^#]*)$/i;
 
-/** A request whose target was `*` (OPTIONS * asks about the server as a whole). */
-export type Target = IncomingMessage & { asteriskForm?: boolean; originalUrl?: string };
+/** A Host value: an RFC 3986 authority (reg-name, IPv4 or [IPv6], optional port), nothing else. */
+const HOST = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(:\d*)?$/;
+
+/** A request whose target was `*` (OPTIONS * asks about the server as a whole), or of no form served. */
+export type Target = IncomingMessage & { asteriskForm?: boolean; invalidTarget?: boolean; originalUrl?: string };
 
 /**
- * Rewrites the request-target to origin form before routing: an absolute-form target names this
- * server, so its path and query are what is routed (RFC 9112 §3.2.2); `*` is kept aside so the
- * request still passes every guard. Any other form is left as is and refused by `protocolError`.
+ * Rewrites the request-target to origin form before routing, so that every request passes every
+ * guard: an absolute-form target names this server, so its path and query are what is routed
+ * (RFC 9112 §3.2.2); `*` and any other form become `/`, flagged for `protocolError` to answer.
  */
 export function normalizeTarget(req: Target): void {
   const url = req.url ?? '';
   if (url.startsWith('/')) return;
   req.originalUrl = url;
-  if (url === '*') {
-    req.asteriskForm = true;
-    req.url = '/';
+  const absolute = ABSOLUTE_FORM.exec(url);
+  if (absolute) {
+    req.url = absolute[1]?.startsWith('/') ? absolute[1] : `/${absolute[1] ?? ''}`;
     return;
   }
-  const absolute = ABSOLUTE_FORM.exec(url);
-  if (absolute) req.url = absolute[1]?.startsWith('/') ? absolute[1] : `/${absolute[1] ?? ''}`;
+  if (url === '*') req.asteriskForm = true;
+  else req.invalidTarget = true;
+  req.url = '/';
 }
 
 /** How many times a header field occurs in the request as sent (Node folds duplicates of some). */
@@ -55,11 +59,20 @@ export function protocolError(req: Target): ApiError | undefined {
       headers: { Connection: 'close' },
     });
   }
-  if (!(req.url ?? '').startsWith('/')) {
-    return new ApiError('badRequest', 'The request-target must be a path (origin form), an absolute URL, or * for OPTIONS.');
+  if (hosts === 1 && !HOST.test(req.headers.host ?? '')) {
+    return new ApiError('badRequest', 'The Host header is not a valid host[:port].', { headers: { Connection: 'close' } });
+  }
+  if (occurrences(req, 'content-type') > 1) return new ApiError('badRequest', 'The request has more than one Content-Type header.');
+  if (req.invalidTarget) {
+    return new ApiError('badRequest', 'The request-target must be a path (origin form), an http(s) URL, or * for OPTIONS.');
   }
   if (req.asteriskForm && req.method !== 'OPTIONS') {
     return new ApiError('badRequest', `The request-target * is only for OPTIONS, not ${req.method}.`);
+  }
+  const coding = req.headers['transfer-encoding'];
+  if (coding !== undefined && coding.trim().toLowerCase() !== 'chunked') {
+    // Node would read the body as if only chunked were applied. @see RFC 9112 §6.1
+    return new ApiError('notImplemented', 'The only transfer coding this service reads is chunked.', { headers: { Connection: 'close' } });
   }
   const expect = req.headers.expect;
   if (expect !== undefined && expect.trim().toLowerCase() !== '100-continue') {

@@ -2,7 +2,8 @@
 // converted to each field's type and bounded. Every failure is a 400 ApiError naming the parameter; no I/O.
 import { type CursorCodec, type CursorValue, Digest, toCursorValue } from './cursor.js';
 import { ApiError, badQuery, type FieldError } from './errors.js';
-import type { Field, Resource } from './resources.js';
+import { type Field, type Resource, SERVER_MANAGED_FIELDS } from './resources.js';
+import { echo } from './validation.js';
 
 export const OPERATORS = ['eq', 'ne', 'gt', 'gte', 'lt', 'lte', 'in', 'contains', 'startsWith', 'null'] as const;
 export type Operator = (typeof OPERATORS)[number];
@@ -64,22 +65,37 @@ const FILTER_NAME = /^([A-Za-z_][A-Za-z0-9_]*)(?:\[([A-Za-z]+)\])?$/;
 const CANONICAL_INTEGER = /^-?(0|[1-9][0-9]*)$/;
 const TEXT_ONLY: readonly Operator[] = ['contains', 'startsWith'];
 
+/** A 400 naming a parameter; the name is cut short like any client text echoed in an error. */
 function bad(path: string, message: string): ApiError {
-  return new ApiError('badRequest', `Query parameter "${path}" ${message}.`, { errors: [{ path, message }] });
+  const named = echo(path);
+  return new ApiError('badRequest', `Query parameter "${named}" ${message}.`, { errors: [{ path: named, message }] });
 }
 
-/** Scalar kinds a field can be filtered and sorted by; others (json, blobs) cannot. */
-function kindOf(field: Field): 'integer' | 'number' | 'boolean' | 'string' | 'date' | undefined {
+/** An ISO 8601 date or date-time with a 4-digit year (what `new Date` reads the same everywhere). */
+const ISO_8601 = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})?)?$/;
+
+/**
+ * Scalar kinds a field can be filtered and sorted by; others (json, blobs) cannot. A server-managed
+ * timestamp is stored as ISO 8601 text in UTC: a `timestamp`, compared as such (API.md §1).
+ */
+function kindOf(field: Field): 'integer' | 'number' | 'boolean' | 'string' | 'date' | 'timestamp' | undefined {
   const { dataType, columnType } = field.column;
   if (dataType === 'number') return columnType === 'SQLiteInteger' ? 'integer' : 'number';
+  if (dataType === 'string' && (SERVER_MANAGED_FIELDS as readonly string[]).includes(field.key)) return 'timestamp';
   if (dataType === 'boolean' || dataType === 'string' || dataType === 'date') return dataType;
   return undefined;
+}
+
+/** A date or date-time as a Date, or undefined when it is not ISO 8601 or names no instant. */
+function toInstant(raw: string): Date | undefined {
+  const value = ISO_8601.test(raw) ? new Date(raw) : undefined;
+  return value && !Number.isNaN(value.getTime()) ? value : undefined;
 }
 
 /** Converts one raw query value to the field's type, or throws a 400 naming `path`. */
 export function toFieldValue(field: Field, raw: string, path: string): unknown {
   const kind = kindOf(field);
-  const fail = (expected: string) => bad(path, `must be ${expected}, not ${JSON.stringify(raw)}`);
+  const fail = (expected: string) => bad(path, `must be ${expected}, not ${JSON.stringify(echo(raw))}`);
   switch (kind) {
     case 'integer': {
       const value = Number(raw);
@@ -95,9 +111,15 @@ export function toFieldValue(field: Field, raw: string, path: string): unknown {
       if (raw !== 'true' && raw !== 'false') throw fail('true or false');
       return raw === 'true';
     case 'date': {
-      const value = new Date(raw);
-      if (Number.isNaN(value.getTime())) throw fail('an ISO 8601 date');
+      const value = toInstant(raw);
+      if (!value) throw fail('an ISO 8601 date');
       return value;
+    }
+    case 'timestamp': {
+      // Compared as stored: the same instant in UTC with milliseconds, whatever offset the client wrote.
+      const value = toInstant(raw);
+      if (!value) throw fail('an ISO 8601 date-time (years 0000-9999)');
+      return value.toISOString();
     }
     case 'string': {
       const allowed = field.column.enumValues;
@@ -158,7 +180,10 @@ function parseFilter(resource: Resource, name: string, raw: string): Filter {
     if (raw !== 'true' && raw !== 'false') throw bad(name, 'must be true or false');
     return { field, op: operator, value: raw === 'true' };
   }
-  if (TEXT_ONLY.includes(operator) && kindOf(field) !== 'string') throw bad(name, `applies to text fields only`);
+  // Timestamps are text too: a prefix such as 2026-11 is a useful startsWith.
+  if (TEXT_ONLY.includes(operator) && kindOf(field) !== 'string' && kindOf(field) !== 'timestamp') {
+    throw bad(name, 'applies to text fields only');
+  }
   if (operator === 'in') {
     const parts = raw.split(',');
     if (raw === '') throw bad(name, 'needs at least one value');

@@ -65,7 +65,10 @@ export function toRequestHandler(endpoint: Endpoint): Handler {
     const { req, res } = exchange;
     const resolved = endpoint.resolve?.(exchange.req.params);
     const method = req.method as Method;
-    if (method === 'OPTIONS') return sendEmpty(res, 204, { Allow: allow });
+    if (method === 'OPTIONS') {
+      rejectQuery(req.query, false); // OPTIONS takes no parameter: one sent is refused, not ignored
+      return sendEmpty(res, 204, { Allow: allow });
+    }
     const handler = endpoint.methods.includes(method) ? endpoint.handlers[method === 'HEAD' ? 'GET' : method] : undefined;
     if (!handler) {
       throw new ApiError('methodNotAllowed', `${req.method} is not allowed on ${endpoint.path}; use ${allow}.`, {
@@ -143,8 +146,10 @@ export function createResourceEndpoints(registry: Registry, db: Db, config: Conf
   const create = async ({ req, res }: Exchange, resource: Resource, fixed?: Row) => {
     const key = parseIdempotencyKey(req.headers['idempotency-key']);
     const input = await body(req, JSON_BODY);
+    // Validated before the key's fingerprint is computed: a refused body costs no canonical hash.
+    const valid = toCreateRow(resource, input, fixed);
     const produce = (): JsonResponse => {
-      const row = repo(resource).create(toCreateRow(resource, input, fixed));
+      const row = repo(resource).create(valid);
       return elementResponse(201, row, { Location: locationOf(resource, row) });
     };
     if (key === undefined) return send(res, produce());

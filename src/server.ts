@@ -42,6 +42,8 @@ const PARSE_FAILURES: Record<string, Refusal> = {
   ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout', 'The request was not received in time.'],
   HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large', 'The request headers are larger than the server reads.'],
   HPE_INVALID_VERSION: [505, 'HTTP Version Not Supported', 'This service serves HTTP/1.1 (and HTTP/1.0).'],
+  // The HTTP/2 connection preface (PRI * HTTP/2.0) sent in clear text.
+  HPE_PAUSED_H2_UPGRADE: [505, 'HTTP Version Not Supported', 'This service serves HTTP/1.1 (and HTTP/1.0).'],
 };
 
 const UNREADABLE: Refusal = [400, 'Bad Request', 'The request could not be read as HTTP/1.1.'];

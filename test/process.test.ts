@@ -43,6 +43,11 @@ test('bad configuration stops start-up with one clear line and exit code 1', asy
     ['CORS_ORIGINS', 'ftp://files.example.com'],
     ['HEADERS_TIMEOUT_MS', '-5'],
     ['SHUTDOWN_TIMEOUT_MS', 'soon'],
+    ['PORT', '0x10'],
+    ['MAX_BODY_BYTES', '1e3'],
+    ['RATE_LIMIT', '1e2'],
+    ['MAX_IN_FLIGHT', ' 12'],
+    ['WORKERS', '2.0'],
   ] as const) {
     const { code, output } = await runService({ [name]: value, DATABASE_PATH: ':memory:' });
     assert.is(code, 1, `${name}=${value}`);
@@ -50,6 +55,32 @@ test('bad configuration stops start-up with one clear line and exit code 1', asy
     assert.is(lines.length, 1, output);
     assert.match(lines[0] as string, new RegExp(`^restable: ${name}`));
     assert.not.match(output, /secret/);
+  }
+});
+
+test('a database that cannot be opened, or an address that cannot be bound, is one line and exit code 1', async () => {
+  const temp = tempDir();
+  const occupant = await spawnService({ DATABASE_PATH: join(temp.dir, 'a.db') });
+  try {
+    const port = new URL(occupant.url).port;
+    const cases: [Record<string, string>, RegExp][] = [
+      [{ DATABASE_PATH: temp.dir }, /^restable: cannot open the database .*: unable to open database file$/],
+      [{ DATABASE_PATH: '/etc/passwd' }, /^restable: cannot open the database \/etc\/passwd: file is not a database$/],
+      [
+        { DATABASE_PATH: join(temp.dir, 'b.db'), PORT: port },
+        new RegExp(`^restable: cannot listen on 127\\.0\\.0\\.1:${port}: EADDRINUSE$`),
+      ],
+      [{ DATABASE_PATH: join(temp.dir, 'c.db'), HOST: '999.1.1.1' }, /^restable: cannot listen on 999\.1\.1\.1:0: ENOTFOUND$/],
+    ];
+    for (const [env, line] of cases) {
+      const { code, output } = await runService({ LOG_LEVEL: 'silent', ...env });
+      assert.is(code, 1, JSON.stringify(env));
+      assert.match(output.trim(), line);
+      assert.is(output.trim().split('\n').length, 1, output);
+    }
+  } finally {
+    await occupant.stop();
+    temp.remove();
   }
 });
 

@@ -46,9 +46,12 @@ function pendingPost(
   url: string,
   path: string,
   length: number,
+  sent = 0,
 ): { response: Promise<IncomingMessage>; finish: () => void; abort: () => void } {
+  const body = `{"name":"${'x'.repeat(Math.max(0, length - 11))}"}`.slice(0, length);
   const req = httpRequest(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': length } });
-  req.flushHeaders();
+  if (sent > 0) req.write(body.slice(0, sent));
+  else req.flushHeaders();
   const response = new Promise<IncomingMessage>((resolve, reject) => {
     req.on('response', (res) => {
       res.resume();
@@ -56,11 +59,7 @@ function pendingPost(
     });
     req.on('error', reject);
   });
-  return {
-    response,
-    finish: () => req.end(`{"name":"${'x'.repeat(Math.max(0, length - 11))}"}`.slice(0, length)),
-    abort: () => req.destroy(),
-  };
+  return { response, finish: () => req.end(body.slice(sent)), abort: () => req.destroy() };
 }
 
 /** Polls `read` until it returns true or `bound` ms pass; returns the last value (no timing is asserted). */
@@ -136,6 +135,49 @@ protocol('an absolute-form target is routed by its path and passes every guard',
   );
   const element = await raw(service.url, 'GET http://example.com/users/999 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
   assert.is(element.status, 404);
+});
+
+protocol(
+  'a target of no served form (another scheme, a fragment, * with a query) is a 400 that passes every guard',
+  async ({ service }) => {
+    for (const target of ['ftp://example.com/users', 'http://example.com/users#top', '*?a=1', 'users']) {
+      const reply = await raw(service.url, `OPTIONS ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      assert.is(reply.status, 400, target);
+      assert.ok(header(reply, 'x-request-id'), `${target}: no request id`);
+      assert.is(header(reply, 'x-content-type-options'), 'nosniff', target);
+      assert.not.match(reply.body, /ftp:|#top/, `${target}: the target is echoed`);
+    }
+  },
+);
+
+protocol('OPTIONS refuses query parameters like every other method', async ({ service }) => {
+  for (const path of ['/users?zz=1', '/healthz?zz=1', '/docs?zz=1', '/users?%ZZ']) {
+    assert.is((await service.request('OPTIONS', path)).status, 400, path);
+  }
+});
+
+protocol('a Host that is no authority, two Content-Types or a transfer coding other than chunked are refused', async ({ service }) => {
+  const badHost = await raw(service.url, 'GET /users HTTP/1.1\r\nHost: a b\r\nConnection: close\r\n\r\n');
+  assert.is(badHost.status, 400);
+  const body = '{"name":"Ada","email":"two-types@example.com"}';
+  const twoTypes = await raw(
+    service.url,
+    `POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Type: text/plain\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+  );
+  assert.is(twoTypes.status, 400);
+  const gzip = await raw(
+    service.url,
+    'POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n',
+  );
+  assert.is(gzip.status, 501);
+  assert.match(gzip.head, /application\/problem\+json/);
+  assert.is((await service.request('GET', '/users?email=two-types@example.com')).body.length, 0, 'nothing was created');
+});
+
+protocol('the HTTP/2 preface in clear text is a 505 with a request id', async ({ service }) => {
+  const reply = await raw(service.url, 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
+  assert.is(reply.status, 505);
+  assert.ok(header(reply, 'x-request-id'));
 });
 
 protocol('OPTIONS * lists every method the service defines; other methods with * are a 400', async ({ service }) => {
@@ -215,6 +257,12 @@ protocol('the docs files take GET and HEAD only: other methods get 405 with Allo
   assert.is(query.status, 400, 'a query parameter on a static file is refused, not ignored');
   assert.is(query.body.errors[0].path, 'v');
   assert.is((await service.request('POST', '/docs/assets/nope.css')).status, 404);
+  const put = await service.request('PUT', '/docs/assets/swagger-ui.css');
+  assert.is(put.body.instance, '/docs/assets/swagger-ui.css');
+  // Only the files the page loads: the package's stock demo page (pointed at another API) is not served.
+  for (const stock of ['/docs/assets/index.html', '/docs/assets/swagger-initializer.js']) {
+    assert.is((await service.request('GET', stock)).status, 404, stock);
+  }
   assert.is((await service.request('GET', '/docs/assets/nope.css')).status, 404);
 });
 
@@ -239,6 +287,9 @@ protocol.run();
 const authenticated = withService('request targets with authentication', { AUTH_TOKEN: 'a'.repeat(32) });
 
 authenticated('absolute-form and * targets need the token like any other', async ({ service }) => {
+  // A target of no served form is a protocol error, answered (like a bad version or Host) before authentication.
+  const other = await raw(service.url, 'GET ftp://example.com/users HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  assert.is(other.status, 400);
   const absolute = await raw(service.url, 'GET http://example.com/users HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
   assert.is(absolute.status, 401);
   const star = await raw(service.url, 'OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
@@ -273,23 +324,43 @@ inFlight('past MAX_IN_FLIGHT requests a request is shed with 503 and Retry-After
   );
 });
 
-inFlight('past MAX_BODY_BYTES_IN_FLIGHT a body is refused before it is read; bodiless requests still pass', async ({ service }) => {
-  const held = pendingPost(service.url, '/users', 1000);
-  let n = 0;
-  const big = () => service.request('POST', '/users', { body: { name: 'x'.repeat(500), email: `big${++n}@example.com` } });
-  assert.ok(await eventually(async () => (await big()).status === 503), 'the second body was never refused');
-  const refused = await big();
-  assert.is(refused.status, 503);
-  assert.is(refused.headers.get('retry-after'), '1');
-  assert.is((await service.request('GET', '/healthz')).status, 200);
-  held.finish();
-  await held.response;
-  assert.ok(await eventually(async () => (await big()).status === 201));
+inFlight(
+  'past MAX_BODY_BYTES_IN_FLIGHT of bodies being read, another body is refused with 503; bodiless requests pass',
+  async ({ service }) => {
+    // 900 of its 1000 bytes have arrived: they hold 900 of the 1500-byte budget.
+    const held = pendingPost(service.url, '/users', 1000, 900);
+    let n = 0;
+    const big = () => service.request('POST', '/users', { body: { name: 'x'.repeat(700), email: `big${++n}@example.com` } });
+    assert.ok(await eventually(async () => (await big()).status === 503), 'the second body was never refused');
+    const refused = await big();
+    assert.is(refused.status, 503);
+    assert.is(refused.headers.get('retry-after'), '1');
+    assert.is((await service.request('GET', '/healthz')).status, 200);
+    assert.is((await service.request('POST', '/users', { body: { name: 'small', email: 'small@example.com' } })).status, 201);
+    held.finish();
+    await held.response;
+    assert.ok(await eventually(async () => (await big()).status === 201));
+  },
+);
+
+inFlight('a body announced but not sent holds nothing: idle uploads cannot shut out writes', async ({ service }) => {
+  const idle = [pendingPost(service.url, '/users', 1000)];
+  try {
+    // MAX_IN_FLIGHT is 2: one idle upload leaves room for one more request, whose 900-byte body is read.
+    assert.ok(await eventually(async () => (await service.request('GET', '/users')).status === 200));
+    const write = await service.request('POST', '/users', { body: { name: 'x'.repeat(900), email: 'despite-idle@example.com' } });
+    assert.is(write.status, 201);
+  } finally {
+    for (const request of idle) {
+      request.response.catch(() => {});
+      request.abort();
+    }
+  }
 });
 
 inFlight('a request whose client goes away gives its share back', async ({ service }) => {
   for (let round = 0; round < 5; round++) {
-    const held = [pendingPost(service.url, '/users', 700), pendingPost(service.url, '/users', 60)];
+    const held = [pendingPost(service.url, '/users', 700, 650), pendingPost(service.url, '/users', 60)];
     assert.ok(await eventually(async () => (await service.request('GET', '/users')).status === 503));
     for (const request of held) {
       request.response.catch(() => {});
@@ -371,3 +442,29 @@ cluster('with WORKERS=2 the workers share one count', async () => {
 });
 
 cluster.run();
+
+const crossOrigin = withService('CORS edges', { CORS_ORIGINS: 'https://app.example.com' });
+
+crossOrigin('a preflight names the methods of its path; on an unrouted path it is no preflight (404)', async ({ service }) => {
+  const preflight = (path: string) =>
+    service.request('OPTIONS', path, {
+      headers: { origin: 'https://app.example.com', 'access-control-request-method': 'PUT' },
+    });
+  const collection = await preflight('/users');
+  assert.is(collection.status, 204);
+  assert.is(collection.headers.get('access-control-allow-methods'), 'GET, HEAD, POST, OPTIONS');
+  const element = await preflight('/users/1');
+  assert.is(element.headers.get('access-control-allow-methods'), 'GET, HEAD, PUT, PATCH, DELETE, OPTIONS');
+  const nowhere = await preflight('/nothing/here');
+  assert.is(nowhere.status, 404);
+  assert.is(nowhere.headers.get('access-control-allow-origin'), 'https://app.example.com');
+});
+
+crossOrigin('an OPTIONS with Origin but no Access-Control-Request-Method is routed and carries the CORS headers', async ({ service }) => {
+  const reply = await service.request('OPTIONS', '/users', { headers: { origin: 'https://app.example.com' } });
+  assert.is(reply.status, 204);
+  assert.is(reply.headers.get('allow'), 'GET, HEAD, POST, OPTIONS');
+  assert.is(reply.headers.get('access-control-allow-origin'), 'https://app.example.com');
+});
+
+crossOrigin.run();

@@ -159,6 +159,30 @@ http('a filter after many others is honoured, and past the limits the request is
   assert.match(past.body.detail, String(QUERY_LIMITS.filters));
 });
 
+http('timestamps are compared as instants: any offset, checked, and echoed short when refused', async ({ service, pets }) => {
+  const first = pets[0] as Row;
+  const created = new Date(first.createdAt as string);
+  const count = async (query: string) => {
+    const reply = await service.request('GET', `/pets?${query}&count=true`);
+    assert.is(reply.status, 200, `${query}: ${reply.text}`);
+    return Number(reply.headers.get('x-total-count'));
+  };
+  // The same instant written in UTC and at +01:00 selects the same rows.
+  const utc = created.toISOString();
+  const plusOne = new Date(created.getTime() + 3600_000).toISOString().replace('Z', '+01:00');
+  assert.is(await count(`createdAt[gte]=${encodeURIComponent(plusOne)}`), await count(`createdAt[gte]=${utc}`));
+  assert.is(await count(`createdAt=${utc}`), pets.filter((p) => p.createdAt === utc).length);
+  assert.is(await count(`createdAt[startsWith]=${utc.slice(0, 4)}`), pets.length);
+  for (const value of ['banana', '1', '%2B010000-01-01T00:00:00Z', '2026-13-45T00:00:00Z']) {
+    const reply = await service.request('GET', `/pets?createdAt[gt]=${value}`);
+    assert.is(reply.status, 400, value);
+    assert.equal(paths(reply), ['createdAt[gt]']);
+  }
+  const long = await service.request('GET', `/pets?id=${'x'.repeat(8000)}&${'y'.repeat(4000)}=1`);
+  assert.is(long.status, 400);
+  assert.ok(long.text.length < 1000, `a ${long.text.length}-byte problem echoes the client's text`);
+});
+
 http('an unknown parameter anywhere in a long query string is a 400 naming it', async ({ service, pets }) => {
   const id = (pets[0] as Row).id;
   // After as many honoured filters as a query may have, the unknown one is still named.

@@ -117,7 +117,9 @@ test('every operator parses, with values of the field type', () => {
     ['ownerId[null]', 'true', true],
     ['ownerId[null]', 'false', false],
     ['species[in]', 'cat,dog', ['cat', 'dog']],
-    ['createdAt[gte]', '2026-01-01', '2026-01-01'],
+    ['createdAt[gte]', '2026-01-01', '2026-01-01T00:00:00.000Z'],
+    ['createdAt[lt]', '2026-01-01T01:30:00+01:00', '2026-01-01T00:30:00.000Z'],
+    ['updatedAt[startsWith]', '2026-0', '2026-0'],
   ];
   for (const [name, raw, value] of cases) {
     const [filter] = parseListQuery(pets, { [name]: raw }).filters;

@@ -28,13 +28,24 @@ export type Synchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
  * @see https://www.sqlite.org/pragma.html#pragma_synchronous
  */
 export function openDatabase(path: string, synchronous: Synchronous = 'FULL'): DatabaseHandle {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-  const sqlite = new Database(path, { timeout: BUSY_TIMEOUT_MS });
-  sqlite.pragma('journal_mode = WAL');
-  sqlite.pragma(`synchronous = ${synchronous}`);
-  sqlite.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`);
-  sqlite.pragma('foreign_keys = ON');
-  return { sqlite, db: drizzle({ client: sqlite }) };
+  let sqlite: Database.Database | undefined;
+  try {
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    sqlite = new Database(path, { timeout: BUSY_TIMEOUT_MS });
+    sqlite.pragma('journal_mode = WAL');
+    sqlite.pragma(`synchronous = ${synchronous}`);
+    sqlite.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`);
+    sqlite.pragma('foreign_keys = ON');
+    return { sqlite, db: drizzle({ client: sqlite }) };
+  } catch (error) {
+    sqlite?.close();
+    throw new DatabaseOpenError(`cannot open the database ${path}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+/** The database file cannot be created or opened (a folder, not SQLite, no permission); one line for the user. */
+export class DatabaseOpenError extends Error {
+  override name = 'DatabaseOpenError';
 }
 
 /**
