@@ -91,13 +91,23 @@ function reportAt(errors: FieldErrors, place: Place | undefined, what: string): 
 const tooDeep = () => new ApiError('badRequest', `The request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels.`);
 
 /**
- * Refuses JSON text that nests deeper than MAX_JSON_DEPTH before it is parsed: one pass over the
- * characters (strings and their escapes skipped), so a megabyte of `[` costs a millisecond instead
- * of JSON.parse building a hundred thousand arrays. Malformed text is left for JSON.parse to refuse.
- * @throws 400 past the depth limit
+ * The most members a JSON object in a body may have: SQLite's default column limit (2,000), so no
+ * representation can need more; past it the body is refused before it is parsed.
+ */
+export const MAX_OBJECT_MEMBERS = 2000;
+
+/**
+ * Refuses JSON text that nests deeper than MAX_JSON_DEPTH, or holds an object of more than
+ * MAX_OBJECT_MEMBERS members, before it is parsed: one pass over the characters (strings and their
+ * escapes skipped), so a megabyte of `[` or of unknown keys costs a millisecond or two instead of
+ * JSON.parse building it all. Malformed text is left for JSON.parse to refuse.
+ * @throws 400 past either limit
  */
 export function checkJsonText(text: string): void {
   let depth = 0;
+  // Per open container: whether it is an object, and how many commas it holds so far.
+  const objects = new Uint8Array(MAX_JSON_DEPTH + 1);
+  const commas = new Uint32Array(MAX_JSON_DEPTH + 1);
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x22) {
@@ -105,8 +115,12 @@ export function checkJsonText(text: string): void {
       for (i++; i < text.length && text.charCodeAt(i) !== 0x22; i++) if (text.charCodeAt(i) === 0x5c) i++;
     } else if (c === 0x5b || c === 0x7b) {
       if (++depth > MAX_JSON_DEPTH) throw tooDeep();
+      objects[depth] = c === 0x7b ? 1 : 0;
+      commas[depth] = 0;
     } else if (c === 0x5d || c === 0x7d) {
       depth--;
+    } else if (c === 0x2c && depth > 0 && objects[depth] === 1 && ++(commas[depth] as number) >= MAX_OBJECT_MEMBERS) {
+      throw new ApiError('badRequest', `An object in the request body has more than ${MAX_OBJECT_MEMBERS} members.`);
     }
   }
 }
