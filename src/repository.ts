@@ -162,14 +162,14 @@ function afterCursor(sort: SortKey[], values: unknown[], b: Binder): SQL | undef
  * What makes two list queries the same prepared statement: fields, operators, list lengths,
  * null tests, scope, order and which cursor values are null (values themselves are parameters).
  */
-function shapeOf(query: ListQuery, scope: Scope | undefined, counting: boolean): string {
+function shapeOf(query: ListQuery, scope: Scope | undefined, counting: boolean, after = query.after): string {
   const filters = query.filters.map(
     ({ field, op, value }) => `${field.key}:${op}${op === 'in' ? (value as unknown[]).length : op === 'null' ? value : ''}`,
   );
   const parts = [filters.join(','), scope ? `scope:${scope.field}` : ''];
   if (counting) return `count|${parts.join('|')}`;
   const order = query.sort.map((k) => `${k.descending ? '-' : ''}${k.field.key}`).join(',');
-  const cursor = query.after ? query.after.map((v) => (v === null ? 'n' : 'v')).join('') : '';
+  const cursor = after ? after.map((v) => (v === null ? 'n' : 'v')).join('') : '';
   return `rows|${parts.join('|')}|${order}|${cursor}`;
 }
 
@@ -371,7 +371,7 @@ export function createRepository(db: Db, resource: Resource): Repository {
       const filterParams = { ...b.params };
       const position = after && afterCursor(query.sort, after, b);
       const order = query.sort.map(({ field, descending }) => (descending ? desc(field.column) : asc(field.column)));
-      const rows = cached(listStatements, shapeOf({ ...query, after }, scope, false), () =>
+      const rows = cached(listStatements, shapeOf(query, scope, false, after), () =>
         db
           .select()
           .from(table)
