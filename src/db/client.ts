@@ -22,6 +22,25 @@ const JOURNAL_SIZE_LIMIT = 16 * 1024 * 1024;
 export type Synchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
 
 /**
+ * Switches the file to WAL (a setting the file keeps). Two processes opening one new file at once
+ * both try: the switch needs a lock that SQLite does not wait for, so a busy answer is retried
+ * for up to the busy timeout, and a file already in WAL is left alone.
+ */
+function useWal(sqlite: Database.Database): void {
+  const deadline = Date.now() + BUSY_TIMEOUT_MS;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    try {
+      if (sqlite.pragma('journal_mode', { simple: true }) !== 'wal') sqlite.pragma('journal_mode = WAL');
+      return;
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() > deadline) throw error;
+      Atomics.wait(pause, 0, 0, 10); // a synchronous pause: opening happens before serving
+    }
+  }
+}
+
+/**
  * Opens (creating if needed) the database file with WAL, foreign keys, a busy timeout, a bounded
  * WAL and the given synchronous level (FULL: a committed write survives power loss; NORMAL: it
  * survives a crash of the process, but the last commits may be lost if the machine loses power).
@@ -32,7 +51,7 @@ export function openDatabase(path: string, synchronous: Synchronous = 'FULL'): D
   try {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
     sqlite = new Database(path, { timeout: BUSY_TIMEOUT_MS });
-    sqlite.pragma('journal_mode = WAL');
+    useWal(sqlite);
     sqlite.pragma(`synchronous = ${synchronous}`);
     sqlite.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`);
     sqlite.pragma('foreign_keys = ON');
