@@ -196,14 +196,7 @@ function chain(steps: Step[]): Guard {
 export function createGuards(
   config: Pick<
     Config,
-    | 'authToken'
-    | 'authReadToken'
-    | 'corsOrigins'
-    | 'maxInFlight'
-    | 'maxBodyBytesInFlight'
-    | 'maxBodyBytes'
-    | 'rateLimit'
-    | 'rateLimitWindowS'
+    'authToken' | 'authReadToken' | 'corsOrigins' | 'maxInFlight' | 'maxBodyBytesInFlight' | 'rateLimit' | 'rateLimitWindowS'
   >,
   allowOf: AllowOf,
   log?: (req: GuardedRequest, res: ServerResponse) => void,

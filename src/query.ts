@@ -181,7 +181,8 @@ function parseFilter(resource: Resource, name: string, raw: string): Filter {
     return { field, op: operator, value: raw === 'true' };
   }
   // Timestamps are text too: a prefix such as 2026-11 is a useful startsWith.
-  if (TEXT_ONLY.includes(operator) && kindOf(field) !== 'string' && kindOf(field) !== 'timestamp') {
+  const kind = kindOf(field);
+  if (TEXT_ONLY.includes(operator) && kind !== 'string' && kind !== 'timestamp') {
     throw bad(name, 'applies to text fields only');
   }
   if (operator === 'in') {
