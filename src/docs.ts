@@ -35,10 +35,10 @@ export const DOCS_INIT = `window.ui = SwaggerUIBundle({ url: '/openapi.json', do
 
 /**
  * The Swagger UI files the page loads, and only those (the package also holds a stock demo page
- * pointed at someone else's API): `serve` answers GET/HEAD (sirv: ETags, caching), `has` tells
- * whether a path under DOCS_ASSETS names one of them, so other methods get 405, not 404.
+ * pointed at someone else's API): `files` are their paths below `base`, each routed on its own;
+ * `serve` answers GET/HEAD for one (sirv: ETags, caching) given its path below `base`.
  */
 export function createDocsAssets() {
-  const files = new Set(['/swagger-ui.css', '/swagger-ui-bundle.js', '/favicon-16x16.png', '/favicon-32x32.png']);
-  return { serve: sirv(getAbsoluteFSPath(), { etag: true, maxAge: 3600 }), has: (path: string) => files.has(path) };
+  const files = ['/swagger-ui.css', '/swagger-ui-bundle.js', '/favicon-16x16.png', '/favicon-32x32.png'];
+  return { base: DOCS_ASSETS, files, serve: sirv(getAbsoluteFSPath(), { etag: true, maxAge: 3600 }) };
 }

@@ -23,7 +23,7 @@ async function readText(req: IncomingMessage, limit: number): Promise<string> {
   let bytes: Buffer;
   // Each chunk is counted against the bodies-in-flight budget as it arrives; past it the read stops.
   const budget = bodyBudgetOf(req);
-  const count = (chunk: Buffer) => budget?.(chunk.length) || req.emit('error', OVER_BUDGET);
+  const count = (chunk: Buffer) => budget?.take(chunk.length) || req.emit('error', OVER_BUDGET);
   if (budget) req.on('data', count); // attached in the same tick as raw-body's listener: no chunk is missed
   try {
     bytes = await getRawBody(req, { limit });
@@ -39,6 +39,7 @@ async function readText(req: IncomingMessage, limit: number): Promise<string> {
     throw new ApiError('badRequest', 'The request body could not be read.', { cause: error });
   } finally {
     req.off('data', count);
+    budget?.release(); // read (or refused): its bytes are no longer a body being read
   }
   try {
     return UTF8.decode(bytes);

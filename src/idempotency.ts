@@ -1,13 +1,8 @@
-// Idempotency-Key for POST: the first successful response per key is stored in SQLite with a hash
-// of its request and replayed on retries; check, create and store happen in one transaction.
+// Idempotency-Key for POST (API.md §6): reading the header, the fingerprint a retry must repeat,
+// and how long a key is kept. The store keeps the first response per key with its write.
 import { createHash } from 'node:crypto';
-import { and, eq, gt, inArray, lte } from 'drizzle-orm';
 import { configure } from 'safe-stable-stringify';
-import type { Db } from './db/client.js';
-import { idempotencyKeys } from './db/internal-schema.js';
 import { ApiError } from './errors.js';
-import type { JsonResponse } from './http.js';
-import { unavailableFrom } from './repository.js';
 import { MAX_JSON_DEPTH } from './validation.js';
 
 /** How long a key is remembered (API.md §6: at least 24 hours). */
@@ -38,66 +33,7 @@ export function fingerprintOf(method: string, path: string, body: unknown): stri
   return createHash('sha256').update(canonical).digest('base64url');
 }
 
-export interface IdempotencyStore {
-  /**
-   * Replays the stored response of `key`, or runs `produce` and stores its response, atomically
-   * (an IMMEDIATE transaction), so concurrent retries create one element between them.
-   * A failed `produce` stores nothing. Same key with another fingerprint is a 422.
-   */
-  once(key: string, fingerprint: string, produce: () => JsonResponse): { response: JsonResponse; replayed: boolean };
-  /** Deletes up to `batch` expired keys; returns how many it deleted. */
-  purgeExpired(batch?: number): number;
-}
-
-export function createIdempotencyStore(db: Db, now: () => number = Date.now): IdempotencyStore {
-  const t = idempotencyKeys;
-
-  const once: IdempotencyStore['once'] = (key, fingerprint, produce) =>
-    db.transaction(
-      () => {
-        const stored = db
-          .select()
-          .from(t)
-          .where(and(eq(t.key, key), gt(t.createdAt, now() - KEY_TTL_MS)))
-          .get();
-        if (stored) {
-          if (stored.fingerprint !== fingerprint) {
-            throw new ApiError('unprocessable', 'This Idempotency-Key was used with another request; use a new key for a new request.');
-          }
-          return { response: { status: stored.status, headers: JSON.parse(stored.headers), body: stored.body }, replayed: true };
-        }
-        const response = produce();
-        const row = {
-          fingerprint,
-          status: response.status,
-          headers: JSON.stringify(response.headers),
-          body: response.body,
-          createdAt: now(),
-        };
-        db.insert(t)
-          .values({ key, ...row })
-          .onConflictDoUpdate({ target: t.key, set: row })
-          .run();
-        return { response, replayed: false };
-      },
-      { behavior: 'immediate' },
-    );
-
-  return {
-    once(key, fingerprint, produce) {
-      try {
-        return once(key, fingerprint, produce);
-      } catch (error) {
-        throw unavailableFrom(error) ?? error;
-      }
-    },
-    purgeExpired(batch = 500) {
-      const expired = db
-        .select({ key: t.key })
-        .from(t)
-        .where(lte(t.createdAt, now() - KEY_TTL_MS))
-        .limit(batch);
-      return db.delete(t).where(inArray(t.key, expired)).run().changes;
-    },
-  };
+/** The 422 for a key stored with another request's fingerprint. */
+export function reusedKey(): ApiError {
+  return new ApiError('unprocessable', 'This Idempotency-Key was used with another request; use a new key for a new request.');
 }

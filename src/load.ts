@@ -22,8 +22,11 @@ function flexible() {
   };
 }
 
-/** Takes `bytes` more of the body budget for a request, or says no (the body must then be refused). */
-export type BodyBudget = (bytes: number) => boolean;
+/** A request's share of the body budget: `take` more bytes or say no (the body must then be refused); `release` once read. */
+export interface BodyBudget {
+  take: (bytes: number) => boolean;
+  release: () => void;
+}
 const BUDGET = Symbol('body budget');
 
 /** The body budget of a request the gate admitted (undefined for one it never saw, e.g. in unit tests). */
@@ -44,7 +47,8 @@ function overloaded(hasBody: boolean): ApiError {
  * already hold `maxBodyBytesInFlight` bytes, the answer is a cheap 503. Body bytes are counted as
  * they arrive (the body reader asks `bodyBudgetOf(req)` for each chunk and refuses the body with a
  * 503 when the budget is spent), so a client that announces a large body and sends nothing holds
- * nothing. Everything a request took is given back when its response closes, finished or not.
+ * nothing. Its bytes are given back once its body has been read (or refused), and everything a
+ * request took when its response closes, finished or not.
  */
 export function createInFlightGate(config: Pick<Config, 'maxInFlight' | 'maxBodyBytesInFlight'>) {
   let requests = 0;
@@ -54,17 +58,22 @@ export function createInFlightGate(config: Pick<Config, 'maxInFlight' | 'maxBody
     if (requests >= config.maxInFlight || (hasBody && bytes >= config.maxBodyBytesInFlight)) return overloaded(hasBody);
     requests++;
     let taken = 0;
+    const release = () => {
+      bytes -= taken;
+      taken = 0;
+    };
     if (hasBody) {
-      (req as { [BUDGET]?: BodyBudget })[BUDGET] = (more) => {
+      const take = (more: number) => {
         if (bytes + more > config.maxBodyBytesInFlight) return false;
         bytes += more;
         taken += more;
         return true;
       };
+      (req as { [BUDGET]?: BodyBudget })[BUDGET] = { take, release };
     }
     res.on('close', () => {
       requests--;
-      bytes -= taken;
+      release();
     });
     return undefined;
   };

@@ -24,6 +24,9 @@ export const PROBE_PATHS = withTrailingSlash(['/healthz', '/readyz']);
 export const OPEN_PATHS = withTrailingSlash(['/healthz', '/readyz', '/openapi.json', '/docs', '/docs/init.js']);
 export const OPEN_PREFIX = '/docs/assets/';
 
+/** The key of an element, parsed from its path segment. */
+export type Id = number | string;
+
 export type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS';
 
 export interface Field {
@@ -48,7 +51,7 @@ export interface Resource {
   fields: Field[];
   primaryKey: Field;
   /** Turns a path segment into a key value; undefined when it cannot name an element. */
-  parseId: (segment: string) => number | string | undefined;
+  parseId: (segment: string) => Id | undefined;
   /** Fields a client may not set on create (the server assigns them). */
   serverAssigned: Set<string>;
   /** Zod schema of a create body, read-only fields removed; unknown fields fail. */
@@ -78,7 +81,6 @@ export interface Route {
   kind: RouteKind;
   /** The path template, with `{id}` for the key (OpenAPI style). */
   path: string;
-  pattern: RegExp;
   methods: readonly Method[];
   resource: Resource;
   relation?: Relation;
@@ -205,9 +207,7 @@ function toRelations(resources: Resource[], schema: Record<string, unknown>): Re
 
 function toRoutes(resources: Resource[], relations: Relation[]): Route[] {
   const route = (kind: RouteKind, resource: Resource, segments: string[], relation?: Relation): Route => {
-    const path = `/${segments.join('/')}`;
-    const source = segments.map((s) => (s === '{id}' ? '(?<id>[^/]+)' : s.replace(/[.-]/g, '\\$&'))).join('/');
-    return { kind, path, pattern: new RegExp(`^/${source}/?$`), methods: METHODS[kind], resource, relation };
+    return { kind, path: `/${segments.join('/')}`, methods: METHODS[kind], resource, relation };
   };
   const routes = [
     ...resources.flatMap((r) => [route('collection', r, [r.name]), route('element', r, [r.name, '{id}'])]),

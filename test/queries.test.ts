@@ -12,8 +12,9 @@ import { closeDatabase, openDatabase } from '../src/db/client.js';
 import { ApiError, MAX_REPORTED_ERRORS } from '../src/errors.js';
 import { encodeCursor, type Filter, type ListQuery, parseListQuery, QUERY_LIMITS } from '../src/query.js';
 import { parseQueryString, QUERY_STRING_LIMITS, withParameter } from '../src/query-string.js';
-import { createRepository } from '../src/repository.js';
 import { createRegistry, type Resource } from '../src/resources.js';
+import { createSqliteStore } from '../src/store/sqlite.js';
+import type { KindStore, Page } from '../src/store/store.js';
 import { type Reply, request, type Service, spawnService, startService, tempDir, withTempDir } from './helpers.js';
 
 type Row = Record<string, any>;
@@ -348,7 +349,7 @@ bounds('the SQL of the most filters, each with the longest in list, and a cursor
       insert.run(...Object.values(row));
     }
     const [resource] = createRegistry({ wide }).resources as [Resource];
-    const repository = createRepository(database.db, resource);
+    const store: KindStore = createSqliteStore(database.sqlite, database.db, [resource]).of(resource);
     const cursors = createCursorCodec(() => Buffer.from('test key'));
     const sort = ['t1', '-t2', 't3', '-t4', 'n1', '-n2', 'n3', '-n4'];
     assert.is(sort.length, QUERY_LIMITS.sortFields);
@@ -389,7 +390,7 @@ bounds('the SQL of the most filters, each with the longest in list, and a cursor
       let query: ListQuery = { ...parsed, filters };
       const seen: number[] = [];
       for (;;) {
-        const page = repository.list(query);
+        const page = store.list(query) as Page;
         assert.is(page.total, rows.length);
         seen.push(...page.rows.map((r) => r.id as number));
         const last = page.rows.at(-1);

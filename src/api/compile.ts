@@ -1,0 +1,270 @@
+// Compiles each endpoint into one closure per method at start-up: target (404), method (405 +
+// Allow, OPTIONS), 406, the query rules, then the handler. No SQL and no per-table code here.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { etagOfRow, evaluatePreconditions } from '../conditional.js';
+import type { Config } from '../config.js';
+import type { CursorCodec } from '../cursor.js';
+import { ApiError } from '../errors.js';
+import { accepts, elementResponse, readJson, send, sendEmpty, sendJson } from '../http.js';
+import { fingerprintOf, parseIdempotencyKey } from '../idempotency.js';
+import { encodeCursor, parseListQuery, type RawQuery } from '../query.js';
+import { type QueryParameters, queryErrorOf, withParameter } from '../query-string.js';
+import type { Id, Method, Registry, Resource, Route } from '../resources.js';
+import { notFound } from '../store/sqlite.js';
+import { type Check, type KindStore, type MaybePromise, type Scope, type Store, then } from '../store/store.js';
+import { type Row, toCreateRow, toPatchedRow, toReplacementRow } from '../validation.js';
+
+/** A request as the handlers see it: polka's parsed path and query, and the request id. */
+export type Request = IncomingMessage & { path: string; search: string; query: QueryParameters; id?: string };
+export type Response = ServerResponse;
+
+/** A method's work on a path; `id` is the key the path names (element and related paths). */
+export type Handler = (req: Request, res: Response, id: Id) => MaybePromise<unknown>;
+
+/** What a path with `{id}` names: how to read the segment, whether it exists, and its 404. */
+export interface Target {
+  parseId: (segment: string) => Id | undefined;
+  exists: (id: Id) => MaybePromise<boolean>;
+  resource: Resource;
+}
+
+/** A path the service answers: its methods and a handler per method (HEAD uses GET's). */
+export interface Endpoint {
+  path: string;
+  methods: readonly Method[];
+  handlers: Partial<Record<Method, Handler>>;
+  /** Set when the path names an element (its own, or the parent of a related list). */
+  target?: Target;
+  /** The media type of its answers (for 406); application/json unless said otherwise. */
+  produces?: string;
+  /** Whether GET (and HEAD) take the list query language of API.md §5; any other parameter is a 400. */
+  lists?: boolean;
+}
+
+/** The compiled answer of an endpoint to one request; `segment` is the path's `{id}` segment. */
+export type Compiled = (req: Request, res: Response, segment: string | undefined) => MaybePromise<unknown>;
+
+/** An endpoint compiled: a closure per method it defines, and one for every other method (405). */
+export interface CompiledEndpoint {
+  endpoint: Endpoint;
+  allow: string;
+  byMethod: Map<string, Compiled>;
+  otherwise: Compiled;
+}
+
+const JSON_BODY = ['application/json'] as const;
+const MERGE_PATCH_BODY = ['application/merge-patch+json', 'application/json'] as const;
+
+/** Refuses a query string that could not be read, and any parameter when the path takes none. */
+export function rejectQuery(query: Record<string, unknown>, takesQuery: boolean): void {
+  const unreadable = queryErrorOf(query);
+  if (unreadable) throw unreadable;
+  let name: string | undefined;
+  for (name in query) break;
+  if (name !== undefined && !takesQuery) {
+    throw new ApiError('badRequest', `Unknown query parameter "${name}".`, {
+      errors: Object.keys(query).map((path) => ({ path, message: 'is not a query parameter of this path' })),
+    });
+  }
+}
+
+/**
+ * Builds the closures of one endpoint. On a path with `{id}`, a segment that cannot be a key is a
+ * 404 at once; any other refusal (405, 406, a bad query or body) is checked against the element's
+ * existence only after it happened, so a missing element is still a 404 and an existing one costs
+ * no extra read.
+ */
+export function compile(endpoint: Endpoint): CompiledEndpoint {
+  const allow = endpoint.methods.join(', ');
+  const produces = endpoint.produces ?? 'application/json';
+  const { target } = endpoint;
+  const notAllowed: Handler = (req) => {
+    throw new ApiError('methodNotAllowed', `${req.method} is not allowed on ${endpoint.path}; use ${allow}.`, {
+      headers: { Allow: allow },
+    });
+  };
+  const options: Handler = (req, res, id) => {
+    rejectQuery(req.query, false); // OPTIONS takes no parameter: one sent is refused, not ignored
+    // The methods of an element that does not exist are not known: its OPTIONS is a 404 too.
+    return then(target ? target.exists(id) : true, (exists) => {
+      if (!exists) throw notFound((target as Target).resource, id);
+      sendEmpty(res, 204, { Allow: allow });
+    });
+  };
+  const served = (method: Method): Handler => {
+    const handler = endpoint.handlers[method === 'HEAD' ? 'GET' : method] as Handler;
+    const takesQuery = Boolean(endpoint.lists) && (method === 'GET' || method === 'HEAD');
+    const negotiates = method !== 'DELETE';
+    return (req, res, id) => {
+      if (negotiates && !accepts(req, produces)) {
+        throw new ApiError('notAcceptable', `This path only answers ${produces}; the Accept header rules it out.`);
+      }
+      rejectQuery(req.query, takesQuery);
+      return handler(req, res, id);
+    };
+  };
+  const withTarget = (handler: Handler): Compiled => {
+    if (!target) return (req, res) => handler(req, res, undefined as never);
+    /** The 404 when the target is gone, else the error itself. */
+    const refusal = (error: unknown, id: Id, segment: string): unknown => {
+      if (error instanceof ApiError && (error.code === 'notFound' || error.code === 'unavailable')) throw error;
+      let exists: MaybePromise<boolean>;
+      try {
+        exists = target.exists(id);
+      } catch {
+        throw error; // the database cannot tell: the first refusal stands
+      }
+      return then(exists, (exists) => {
+        throw exists ? error : notFound(target.resource, segment);
+      });
+    };
+    return (req, res, segment = '') => {
+      const id = target.parseId(segment);
+      if (id === undefined) throw notFound(target.resource, segment);
+      try {
+        const result = handler(req, res, id);
+        return result instanceof Promise ? result.catch((error) => refusal(error, id, segment) as never) : result;
+      } catch (error) {
+        return refusal(error, id, segment) as never;
+      }
+    };
+  };
+  const byMethod = new Map<string, Compiled>(
+    endpoint.methods.map((method) => [method, withTarget(method === 'OPTIONS' ? options : served(method))]),
+  );
+  return { endpoint, allow, byMethod, otherwise: withTarget(notAllowed) };
+}
+
+/** Answers GET/HEAD on an element: 304 when If-None-Match matches, else the element with its ETag. */
+function sendElement(req: Request, res: Response, row: Row): void {
+  const response = elementResponse(200, row);
+  if (evaluatePreconditions(req.method as string, req.headers, response.headers.ETag as string) === 'notModified') {
+    sendEmpty(res, 304, { ETag: response.headers.ETag as string });
+  } else {
+    send(res, response);
+  }
+}
+
+/** The If-Match / If-None-Match check of a write, run on the current row inside its transaction. */
+const preconditionsOf =
+  (req: Request): Check =>
+  (current) =>
+    void evaluatePreconditions(req.method as string, req.headers, etagOfRow(current));
+
+function locationOf(resource: Resource, row: Row): string {
+  return `/${resource.name}/${encodeURIComponent(String(row[resource.primaryKey.key]))}`;
+}
+
+/**
+ * The handlers of the registry's routes over a store. Reads stay synchronous on a synchronous
+ * store; writes read their body, validate what can be validated without the current row, and
+ * hand the rest to the store's transaction.
+ */
+export function createResourceEndpoints(registry: Registry, store: Store, config: Config, cursors: CursorCodec): Endpoint[] {
+  const body = (req: Request, accepted: readonly string[]) => readJson(req, config.maxBodyBytes, accepted);
+  const targetOf = (resource: Resource, kind: KindStore): Target => ({
+    parseId: resource.parseId,
+    exists: (id) => kind.exists(id),
+    resource,
+  });
+
+  /**
+   * Answers one page of a list: the rows, `Link: <…>; rel="next"` while more follow (RFC 8288),
+   * and `X-Total-Count` when asked for. The next-page URL is the client's own query string with
+   * the cursor replaced, so its length is the request's plus a short cursor (both bounded).
+   */
+  const list = (req: Request, res: Response, resource: Resource, kind: KindStore, scope?: Scope) => {
+    const query = parseListQuery(resource, req.query as RawQuery, { scope: scope ? `${scope.field}=${scope.value}` : '', cursors });
+    return then(kind.list(query, scope), (page) => {
+      const headers: Record<string, string> = {};
+      const last = page.rows.at(-1);
+      if (page.more && last) {
+        const cursor = encodeCursor(query, last, cursors, () => page.rowidOf(last));
+        headers.Link = `<${req.path}?${withParameter(req.search, 'cursor', cursor)}>; rel="next"`;
+      }
+      if (page.total !== undefined) headers['X-Total-Count'] = String(page.total);
+      sendJson(res, 200, page.rows, headers);
+    });
+  };
+
+  /** POST: validate and create, once per Idempotency-Key when the client sends one (API.md §6). */
+  const create = async (req: Request, res: Response, resource: Resource, kind: KindStore, fixed?: Row) => {
+    const key = parseIdempotencyKey(req.headers['idempotency-key']);
+    const input = await body(req, JSON_BODY);
+    // Validated before the key's fingerprint is computed: a refused body costs no canonical hash.
+    const valid = toCreateRow(resource, input, fixed);
+    const once = key === undefined ? undefined : { key, fingerprint: fingerprintOf('POST', req.path, input) };
+    const { response, replayed } = await kind.create(
+      valid,
+      (row) => elementResponse(201, row, { Location: locationOf(resource, row) }),
+      once,
+    );
+    send(res, response, replayed ? { 'Idempotent-Replayed': 'true' } : {});
+  };
+
+  return registry.routes.map((route: Route): Endpoint => {
+    const { resource, relation } = route;
+    const kind = store.of(resource);
+    const base = { path: route.path, methods: route.methods };
+    if (route.kind === 'collection') {
+      return {
+        ...base,
+        lists: true,
+        handlers: {
+          GET: (req, res) => list(req, res, resource, kind),
+          POST: (req, res) => create(req, res, resource, kind),
+        },
+      };
+    }
+    if (route.kind === 'element') {
+      return {
+        ...base,
+        target: targetOf(resource, kind),
+        handlers: {
+          GET: (req, res, id) =>
+            then(kind.get(id), (row) => {
+              if (!row) throw notFound(resource, id);
+              sendElement(req, res, row);
+            }),
+          PUT: async (req, res, id) => {
+            const input = await body(req, JSON_BODY);
+            const check = preconditionsOf(req);
+            const row = await kind.update(id, (current) => {
+              check(current);
+              return toReplacementRow(resource, input, current);
+            });
+            send(res, elementResponse(200, row));
+          },
+          PATCH: async (req, res, id) => {
+            const input = await body(req, MERGE_PATCH_BODY);
+            const check = preconditionsOf(req);
+            const row = await kind.update(id, (current) => {
+              check(current);
+              return toPatchedRow(resource, input, current);
+            });
+            send(res, elementResponse(200, row));
+          },
+          DELETE: async (req, res, id) => {
+            await kind.remove(id, preconditionsOf(req));
+            sendEmpty(res, 204);
+          },
+        },
+      };
+    }
+    const { parent, field } = relation as NonNullable<Route['relation']>;
+    const parentKind = store.of(parent);
+    return {
+      ...base,
+      lists: true,
+      target: targetOf(parent, parentKind),
+      handlers: {
+        GET: (req, res, id) =>
+          then(parentKind.exists(id), (exists) => {
+            if (!exists) throw notFound(parent, id);
+            return list(req, res, resource, kind, { field, value: id });
+          }),
+        POST: (req, res, id) => create(req, res, resource, kind, { [field]: id }),
+      },
+    };
+  });
+}

@@ -1,0 +1,94 @@
+// Group commit for SQLite: writes that arrive together run in one IMMEDIATE transaction, each in its
+// own savepoint, and commit with one fsync; every write is answered only after that commit.
+import type Database from 'better-sqlite3';
+
+/** A unit of synchronous work run inside the group's transaction (its own savepoint). */
+export type Work<T> = () => T;
+
+interface Pending {
+  work: Work<unknown>;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+export interface GroupCommitOptions {
+  /** The most writes one transaction holds; a full group is committed at once. */
+  maxGroup: number;
+  /** The error every write of a group gets when its transaction cannot begin or commit (a 503). */
+  unavailable: (error: unknown) => unknown;
+}
+
+export interface GroupCommit {
+  /** Queues `work`; settles with its result or error once the group holding it has committed. */
+  submit<T>(work: Work<T>): Promise<T>;
+  /** Commits what is queued now (shutdown and tests); a no-op when nothing is. */
+  flush(): void;
+}
+
+/**
+ * The write queue of one connection. A group waits at most one turn of the event loop: the first
+ * write of a group schedules its commit with setImmediate, so the writes whose bodies were read in
+ * the same turn (every connection that was ready) join it, and none waits for a timer.
+ *
+ * One write failing (a 409, 412 or 422 thrown by its work) rolls back to its savepoint only; the
+ * others stay in the group. A failure of the transaction itself (BEGIN or COMMIT: disk full, I/O
+ * error, a lock held past the busy timeout), or an error that makes SQLite roll the whole
+ * transaction back, fails every write of the group with `unavailable`: none was acknowledged.
+ */
+export function createGroupCommit(sqlite: Database.Database, options: GroupCommitOptions): GroupCommit {
+  let queue: Pending[] = [];
+  let scheduled = false;
+  /** Each write's own savepoint: better-sqlite3 nests a transaction function as SAVEPOINT/RELEASE. */
+  const savepoint = sqlite.transaction((work: Work<unknown>) => work());
+
+  function run(group: Pending[]): void {
+    const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
+    try {
+      sqlite
+        .transaction(() => {
+          for (const { work } of group) {
+            try {
+              outcomes.push({ ok: true, value: savepoint(work) });
+            } catch (error) {
+              // SQLite may have rolled the whole transaction back (SQLITE_FULL, SQLITE_IOERR…): nothing of the group stands.
+              if (!sqlite.inTransaction) throw error;
+              outcomes.push({ ok: false, error });
+            }
+          }
+        })
+        .immediate();
+    } catch (error) {
+      const failure = options.unavailable(error) ?? error;
+      for (const pending of group) pending.reject(failure);
+      return;
+    }
+    group.forEach((pending, i) => {
+      const outcome = outcomes[i] as (typeof outcomes)[number];
+      if (outcome.ok) pending.resolve(outcome.value);
+      else pending.reject(outcome.error);
+    });
+  }
+
+  function flush(): void {
+    scheduled = false;
+    while (queue.length > 0) {
+      const group = queue.length > options.maxGroup ? queue.splice(0, options.maxGroup) : queue;
+      if (group === queue) queue = [];
+      run(group);
+    }
+  }
+
+  return {
+    submit<T>(work: Work<T>): Promise<T> {
+      return new Promise<T>((resolve, reject) => {
+        queue.push({ work, resolve: resolve as (value: unknown) => void, reject });
+        if (queue.length >= options.maxGroup) flush();
+        else if (!scheduled) {
+          scheduled = true;
+          setImmediate(flush);
+        }
+      });
+    },
+    flush,
+  };
+}

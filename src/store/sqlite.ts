@@ -1,0 +1,599 @@
+// The SQLite store: raw better-sqlite3 statements per resource kind, their SQL built once with drizzle
+// and read back with toSQL(), rows keyed by field (no per-row mapping but for columns that need it).
+import type Database from 'better-sqlite3';
+import {
+  and,
+  asc,
+  Column,
+  count,
+  desc,
+  eq,
+  gt,
+  gte,
+  inArray,
+  is,
+  isNotNull,
+  isNull,
+  lt,
+  lte,
+  or,
+  Param,
+  Placeholder,
+  SQL,
+  sql,
+} from 'drizzle-orm';
+import type { SQLiteColumn } from 'drizzle-orm/sqlite-core';
+import { Digest, digestOf } from '../cursor.js';
+import type { Db } from '../db/client.js';
+import { idempotencyKeys } from '../db/internal-schema.js';
+import { ApiError } from '../errors.js';
+import { KEY_TTL_MS, reusedKey } from '../idempotency.js';
+import type { Filter, ListQuery, SortKey } from '../query.js';
+import { type Field, type Id, type Resource, SERVER_MANAGED_FIELDS } from '../resources.js';
+import type { Row } from '../validation.js';
+import { createGroupCommit, type GroupCommit } from './group-commit.js';
+import type { KindStore, Page, Scope, Store } from './store.js';
+
+/** The better-sqlite3 error under any wrapper, if any. */
+function sqliteErrorOf(error: unknown): (Error & { code: string }) | undefined {
+  for (let e: unknown = error; e instanceof Error; e = e.cause) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && code.startsWith('SQLITE_')) return e as Error & { code: string };
+  }
+  return undefined;
+}
+
+type Failure = 'unique' | 'foreignKey' | 'constraint' | 'unavailable';
+
+/** What kind of failure a SQLite error is; RESTRICT reports itself as a trigger constraint. */
+function classify(error: { code: string; message: string }): Failure | undefined {
+  const { code, message } = error;
+  if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return 'unique';
+  if (code === 'SQLITE_CONSTRAINT_FOREIGNKEY' || message.startsWith('FOREIGN KEY constraint failed')) return 'foreignKey';
+  if (code.startsWith('SQLITE_CONSTRAINT')) return 'constraint';
+  if (/^SQLITE_(BUSY|LOCKED|READONLY|FULL|IOERR|CANTOPEN)/.test(code)) return 'unavailable';
+  return undefined;
+}
+
+/**
+ * The 503 for a write the database cannot take right now (busy, disk full, read-only, I/O error),
+ * or undefined for any other error. Shared by every writer (resources, idempotency keys, secrets).
+ */
+export function unavailableFrom(error: unknown): ApiError | undefined {
+  if (error instanceof ApiError) return error.code === 'unavailable' ? error : undefined;
+  const sqliteError = sqliteErrorOf(error);
+  if (!sqliteError || classify(sqliteError) !== 'unavailable') return undefined;
+  return new ApiError('unavailable', 'The database cannot accept writes right now; try again later.', {
+    headers: { 'Retry-After': '1' },
+    cause: sqliteError,
+  });
+}
+
+/** Field keys named in a constraint message such as "UNIQUE constraint failed: users.email". */
+function constrainedFields(resource: Resource, message: string): string[] {
+  const columns = message.split(':')[1]?.split(',') ?? [];
+  return columns.map((c) => resource.fieldOfColumn.get(c.trim().split('.')[1] ?? '') ?? '').filter(Boolean);
+}
+
+/** A drizzle query whose SQL can be read back. */
+interface Buildable {
+  toSQL(): { sql: string; params: unknown[] };
+}
+
+/** A raw statement with its parameters in SQL order: each a named placeholder or a constant. */
+interface Prepared {
+  statement: Database.Statement;
+  args: (values: Record<string, unknown>) => unknown[];
+}
+
+/** Prepares a drizzle-built query as a raw statement (read back once with toSQL()). */
+function prepare(sqlite: Database.Database, query: Buildable): Prepared {
+  const { sql: text, params } = query.toSQL();
+  const slots = params.map((p): { name: string } | { value: unknown } => {
+    if (is(p, Placeholder)) return { name: p.name };
+    if (is(p, Param) && is(p.value, Placeholder)) return { name: p.value.name };
+    return { value: is(p, Param) ? p.value : p };
+  });
+  return {
+    statement: sqlite.prepare(text),
+    args: (values) => slots.map((slot) => ('name' in slot ? values[slot.name] : slot.value)),
+  };
+}
+
+/** Whether a column's values change between JS and SQLite (booleans, dates, JSON, bigints…). */
+const decodes = (column: SQLiteColumn) => column.mapFromDriverValue !== Column.prototype.mapFromDriverValue;
+const encodes = (column: SQLiteColumn) => column.mapToDriverValue !== Column.prototype.mapToDriverValue;
+
+/** A value as its column stores it (null stays null). */
+function encoded(column: SQLiteColumn, value: unknown): unknown {
+  return value === null || value === undefined ? null : encodes(column) ? column.mapToDriverValue(value) : value;
+}
+
+/**
+ * Collects the parameters of a statement being built: each value becomes a named placeholder,
+ * encoded for its column (booleans, dates, JSON) as drizzle would, null left as null.
+ */
+class Binder {
+  readonly params: Record<string, unknown> = {};
+  private n = 0;
+  bind(value: unknown, column: SQLiteColumn): Placeholder {
+    const name = `p${this.n++}`;
+    this.params[name] = encoded(column, value);
+    return sql.placeholder(name);
+  }
+}
+
+/** One filter as SQL over placeholders. `ne` is null-safe (IS NOT); `contains`/`startsWith` are literal. */
+function toCondition({ field: { column }, op, value }: Filter, b: Binder): SQL | undefined {
+  switch (op) {
+    case 'eq':
+      return eq(column, b.bind(value, column));
+    case 'ne':
+      return sql`${column} IS NOT ${b.bind(value, column)}`;
+    case 'gt':
+      return gt(column, b.bind(value, column));
+    case 'gte':
+      return gte(column, b.bind(value, column));
+    case 'lt':
+      return lt(column, b.bind(value, column));
+    case 'lte':
+      return lte(column, b.bind(value, column));
+    case 'in':
+      return inArray(
+        column,
+        (value as unknown[]).map((v) => b.bind(v, column)),
+      );
+    case 'contains':
+      return sql`instr(${column}, ${b.bind(value, column)}) > 0`;
+    case 'startsWith': {
+      const prefix = b.bind(value, column);
+      return sql`substr(${column}, 1, length(${prefix})) = ${prefix}`;
+    }
+    case 'null':
+      return value ? isNull(column) : isNotNull(column);
+  }
+}
+
+/** Rows strictly after `value` in the key's order (SQLite sorts NULL first ascending, last descending). */
+function strictlyAfter({ field: { column }, descending }: SortKey, value: unknown, b: Binder): SQL | undefined {
+  if (value === null) return descending ? sql`0` : isNotNull(column);
+  const bound = b.bind(value, column);
+  return descending ? or(lt(column, bound), isNull(column)) : gt(column, bound);
+}
+
+/**
+ * The keyset predicate "after the cursor row" for a total order: a row-value comparison when it
+ * can use an index (one direction, no NULLs), else the expanded OR of prefixes.
+ */
+function afterCursor(sort: SortKey[], values: unknown[], b: Binder): SQL | undefined {
+  const first = sort[0] as SortKey;
+  if (sort.every((k, i) => k.descending === first.descending && values[i] !== null)) {
+    const columns = sql.join(
+      sort.map((k) => sql`${k.field.column}`),
+      sql`, `,
+    );
+    const params = sql.join(
+      sort.map((k, i) => b.bind(values[i], k.field.column)),
+      sql`, `,
+    );
+    return first.descending ? sql`(${columns}) < (${params})` : sql`(${columns}) > (${params})`;
+  }
+  return or(
+    ...sort.map((key, i) =>
+      and(
+        ...sort.slice(0, i).map((k, j) => sql`${k.field.column} IS ${b.bind(values[j], k.field.column)}`),
+        strictlyAfter(key, values[i], b),
+      ),
+    ),
+  );
+}
+
+/**
+ * What makes two list queries the same prepared statement: fields, operators, list lengths,
+ * null tests, scope, order and which cursor values are null (values themselves are parameters).
+ */
+function shapeOf(query: ListQuery, scope: Scope | undefined, counting: boolean, after = query.after): string {
+  let filters = '';
+  for (const { field, op, value } of query.filters) {
+    filters += `${field.key}:${op}${op === 'in' ? (value as unknown[]).length : op === 'null' ? value : ''},`;
+  }
+  const parts = `${filters}|${scope ? `scope:${scope.field}` : ''}`;
+  if (counting) return `count|${parts}`;
+  let order = '';
+  for (const k of query.sort) order += `${k.descending ? '-' : ''}${k.field.key},`;
+  const cursor = after ? after.map((v) => (v === null ? 'n' : 'v')).join('') : '';
+  return `rows|${parts}|${order}|${cursor}`;
+}
+
+/** Prepared statements per query shape; bounded, since clients choose the shapes. */
+const MAX_CACHED_SHAPES = 256;
+
+/** The statement of a shape, prepared on first use (the cache is reset when it is full). */
+function cached(cache: Map<string, Prepared>, shape: string, prepare: () => Prepared): Prepared {
+  let statement = cache.get(shape);
+  if (!statement) {
+    if (cache.size >= MAX_CACHED_SHAPES) cache.clear();
+    statement = prepare();
+    cache.set(shape, statement);
+  }
+  return statement;
+}
+
+/** The 404 for an id that names no element of `resource`. */
+export function notFound(resource: Resource, id: unknown): ApiError {
+  return new ApiError('notFound', `There is no ${resource.name} element with id ${JSON.stringify(String(id))}.`);
+}
+
+/** The selection of every field under its key: `"owner_id" as "ownerId"`. */
+const selectionOf = (resource: Resource) => Object.fromEntries(resource.fields.map(({ key, column }) => [key, sql`${column}`.as(key)]));
+
+function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, keys: KeyStatements, resource: Resource): KindStore {
+  const { table } = resource;
+  const pk = resource.primaryKey.column;
+  const selection = selectionOf(resource);
+  const writable = resource.fields.filter((f) => !f.readOnly);
+  const stampedOnCreate = resource.fields.filter((f) => (SERVER_MANAGED_FIELDS as readonly string[]).includes(f.key));
+  const stampedOnUpdate = stampedOnCreate.filter((f) => f.key === 'updatedAt');
+  const columnOf = new Map(resource.fields.map((f) => [f.key, f.column]));
+  const decoded = resource.fields.filter((f) => decodes(f.column));
+
+  /** Turns stored values back into field values, only for the columns that need it. */
+  const decode =
+    decoded.length === 0
+      ? (row: Row) => row
+      : (row: Row) => {
+          for (const { key, column } of decoded) if (row[key] !== null) row[key] = column.mapFromDriverValue(row[key]);
+          return row;
+        };
+
+  /** Server-managed timestamps from one clock reading, so createdAt = updatedAt on create. */
+  function stamp(row: Row, fields: Field[]): void {
+    const now = new Date();
+    for (const { key, column } of fields) row[key] = column.dataType === 'date' ? now : now.toISOString();
+  }
+
+  const byId = prepare(
+    sqlite,
+    db
+      .select(selection)
+      .from(table)
+      .where(eq(pk, sql.placeholder('id'))),
+  ).statement;
+  const deleteRow = prepare(sqlite, db.delete(table).where(eq(pk, sql.placeholder('id')))).statement;
+  /** The values of `fields` as placeholders named by their keys. */
+  const placeholders = (fields: Field[]) => Object.fromEntries(fields.map((f) => [f.key, sql.placeholder(f.key)]));
+
+  /** Columns an INSERT sets: all but a key the database assigns. */
+  const inserted = resource.fields.filter((f) => f !== resource.primaryKey || !resource.serverAssigned.has(f.key));
+  const updated = [...writable, ...stampedOnUpdate];
+  /** Columns whose default is an SQL expression: left out of an INSERT that has no value for them, so SQLite computes it. */
+  const sqlDefaults = new Set(inserted.filter(({ column }) => is(column.default, SQL)).map((f) => f.key));
+  const inserts = new Map<string, Prepared>();
+  /** The INSERT for the columns this row sets (one statement unless some default is an SQL expression). */
+  const insertFor = (row: Row): { fields: Field[]; prepared: Prepared } => {
+    const fields = sqlDefaults.size === 0 ? inserted : inserted.filter((f) => !sqlDefaults.has(f.key) || row[f.key] !== undefined);
+    const shape = fields.map((f) => f.key).join(',');
+    const prepared = cached(inserts, shape, () =>
+      prepare(
+        sqlite,
+        db
+          .insert(table)
+          .values(placeholders(fields) as never)
+          .returning(selection as never),
+      ),
+    );
+    return { fields, prepared };
+  };
+  const updateRow = prepare(
+    sqlite,
+    db
+      .update(table)
+      .set(placeholders(updated) as never)
+      .where(eq(pk, sql.placeholder('__id')))
+      .returning(selection as never),
+  );
+  const listStatements = new Map<string, Prepared>();
+  const countStatements = new Map<string, Prepared>();
+  /** Prepared on first use: only the 422 after a foreign-key failure reads them. */
+  let parentStatements: Map<string, Database.Statement> | undefined;
+
+  /** Every writable field: the given value, else the column's default, else null. */
+  function withDefaults(row: Row): Row {
+    const full: Row = {};
+    for (const { key, column } of writable) {
+      // An SQL-expression default is SQLite's to compute: the field stays unset (see insertFor).
+      full[key] = key in row ? row[key] : (column.defaultFn?.() ?? (sqlDefaults.has(key) ? undefined : (column.default ?? null)));
+    }
+    return full;
+  }
+
+  /** The row's values for `fields`, encoded, under their keys. */
+  function valuesOf(fields: Field[], row: Row): Record<string, unknown> {
+    const values: Record<string, unknown> = {};
+    for (const { key, column } of fields) values[key] = encoded(column, row[key]);
+    return values;
+  }
+
+  /** The kinds whose foreign keys may block a delete of this kind (all but SET NULL / CASCADE ones). */
+  function referrers(): string {
+    const blocking = resource.referencedBy.filter((r) => !['set null', 'set default', 'cascade'].includes(r.onDelete));
+    return blocking.map((r) => `${r.child.name} (${r.field})`).join(' or ') || 'other elements';
+  }
+
+  /** After SQLite refused a foreign key: the fields of `row` that name no parent, for a 422 that says which. */
+  function missingParents(row: Row): { path: string; message: string }[] {
+    parentStatements ??= new Map(
+      resource.foreignKeys.map(({ field, parent }) => [
+        field,
+        prepare(
+          sqlite,
+          db
+            .select({ one: sql`1` })
+            .from(parent.table)
+            .where(eq(parent.primaryKey.column, sql.placeholder('id'))),
+        ).statement,
+      ]),
+    );
+    return resource.foreignKeys
+      .filter(({ field, parent }) => {
+        const value = row[field];
+        return value !== null && value !== undefined && !parentStatements?.get(field)?.get(encoded(parent.primaryKey.column, value));
+      })
+      .map(({ field, parent }) => ({ path: field, message: `names no ${parent.name} element` }));
+  }
+
+  /** A constraint failure of a write as the client's error; anything else unchanged. */
+  function toApiError(action: 'write' | 'remove', error: unknown, row?: Row): unknown {
+    const sqliteError = sqliteErrorOf(error);
+    switch (sqliteError && classify(sqliteError)) {
+      case 'unique': {
+        const fields = constrainedFields(resource, (sqliteError as Error).message);
+        return new ApiError('conflict', `A ${resource.name} element with the same ${fields.join(', ') || 'key'} already exists.`, {
+          errors: fields.map((path) => ({ path, message: 'is already taken' })),
+          cause: error,
+        });
+      }
+      case 'foreignKey':
+        return action === 'remove'
+          ? new ApiError('conflict', `This ${resource.name} element is still referenced by ${referrers()}; remove those first.`, {
+              cause: error,
+            })
+          : new ApiError('unprocessable', 'A reference points at an element that does not exist.', {
+              errors: row ? missingParents(row) : [],
+              cause: error,
+            });
+      case 'constraint':
+        return new ApiError('unprocessable', `The ${resource.name} element breaks a constraint of its table.`, { cause: error });
+      case 'unavailable':
+        return unavailableFrom(error);
+      default:
+        return error;
+    }
+  }
+
+  /** Runs `work` in the group's transaction, in its own savepoint, mapping constraint failures. */
+  function write<T>(action: 'write' | 'remove', work: () => T, rowOf: () => Row | undefined = () => undefined): Promise<T> {
+    return group.submit(() => {
+      try {
+        return work();
+      } catch (error) {
+        if (error instanceof ApiError) throw error;
+        throw toApiError(action, error, rowOf());
+      }
+    });
+  }
+
+  /** The current row inside a write, or a 404. */
+  function current(id: Id): Row {
+    const row = byId.get(id) as Row | undefined;
+    if (!row) throw notFound(resource, id);
+    return decode(row);
+  }
+
+  /** Prepared on first use: only a cursor after a long text value needs them (and a WITHOUT ROWID table has no rowid). */
+  let rowidStatements: { byRowid: Database.Statement; rowidByKey: Database.Statement } | undefined;
+  const rowid = () =>
+    (rowidStatements ??= {
+      byRowid: prepare(
+        sqlite,
+        db
+          .select(selection)
+          .from(table)
+          .where(sql`rowid = ${sql.placeholder('rowid')}`),
+      ).statement,
+      rowidByKey: prepare(
+        sqlite,
+        db
+          .select({ rowid: sql<number>`rowid` })
+          .from(table)
+          .where(eq(pk, sql.placeholder('id'))),
+      ).statement.pluck(),
+    });
+
+  /**
+   * The cursor's sort values, with each long text value (a Digest) read back from the cursor's
+   * row; a 400 when that row is gone or the value changed, as the position is then unknown.
+   */
+  function positionOf({ sort, after, afterRowid }: ListQuery): unknown[] | undefined {
+    if (!after?.some((value) => value instanceof Digest)) return after;
+    const row = afterRowid === undefined ? undefined : (rowid().byRowid.get(afterRowid) as Row | undefined);
+    return after.map((value, i) => {
+      if (!(value instanceof Digest)) return value;
+      const current = row?.[(sort[i] as SortKey).field.key];
+      if (typeof current === 'string' && digestOf(current) === value.digest) return current;
+      throw new ApiError(
+        'badRequest',
+        'Query parameter "cursor" continues after a row that has since changed or been deleted; start again without it.',
+        {
+          errors: [{ path: 'cursor', message: 'continues after a row that has since changed or been deleted' }],
+        },
+      );
+    });
+  }
+
+  const rowidOf = (row: Row) => rowid().rowidByKey.get(encoded(pk, row[resource.primaryKey.key])) as number;
+
+  return {
+    get(id) {
+      const row = byId.get(id) as Row | undefined;
+      return row && decode(row);
+    },
+    exists: (id) => byId.get(id) !== undefined,
+    list(query, scope): Page {
+      const after = positionOf(query);
+      const b = new Binder();
+      const scopeColumn = scope && (columnOf.get(scope.field) as SQLiteColumn);
+      const filters = and(...query.filters.map((f) => toCondition(f, b)), scopeColumn && eq(scopeColumn, b.bind(scope.value, scopeColumn)));
+      const filterParams = query.count ? { ...b.params } : undefined;
+      const position = after && afterCursor(query.sort, after, b);
+      b.params.limit = query.limit + 1;
+      const rows = cached(listStatements, shapeOf(query, scope, false, after), () =>
+        prepare(
+          sqlite,
+          db
+            .select(selection)
+            .from(table)
+            .where(and(filters, position))
+            .orderBy(...query.sort.map(({ field, descending }) => (descending ? desc(field.column) : asc(field.column))))
+            .limit(sql.placeholder('limit')),
+        ),
+      );
+      const found = rows.statement.all(rows.args(b.params)) as Row[];
+      const more = found.length > query.limit;
+      if (more) found.length = query.limit;
+      if (decoded.length > 0) found.forEach(decode);
+      let total: number | undefined;
+      if (filterParams) {
+        const counter = cached(countStatements, shapeOf(query, scope, true), () => {
+          const prepared = prepare(sqlite, db.select({ n: count() }).from(table).where(filters));
+          prepared.statement.pluck();
+          return prepared;
+        });
+        total = (counter.statement.get(counter.args(filterParams)) as number | undefined) ?? 0;
+      }
+      return { rows: found, more, total, rowidOf };
+    },
+    create(row, respond, once) {
+      const stamped = { ...withDefaults(row), ...row };
+      stamp(stamped, stampedOnCreate);
+      return write(
+        'write',
+        () => {
+          if (once) {
+            const stored = keys.find(once.key);
+            if (stored) {
+              if (stored.fingerprint !== once.fingerprint) throw reusedKey();
+              return { response: { status: stored.status, headers: JSON.parse(stored.headers), body: stored.body }, replayed: true };
+            }
+          }
+          const { fields, prepared } = insertFor(stamped);
+          const response = respond(decode(prepared.statement.get(prepared.args(valuesOf(fields, stamped))) as Row));
+          if (once) keys.save(once, response);
+          return { response, replayed: false };
+        },
+        () => stamped,
+      );
+    },
+    update(id, change) {
+      let next: Row | undefined;
+      return write(
+        'write',
+        () => {
+          next = withDefaults(change(current(id)));
+          stamp(next, stampedOnUpdate);
+          const values = valuesOf(updated, next);
+          values.__id = id;
+          return decode(updateRow.statement.get(updateRow.args(values)) as Row);
+        },
+        () => next,
+      );
+    },
+    remove(id, check) {
+      return write('remove', () => {
+        check(current(id));
+        deleteRow.run(id);
+      });
+    },
+  };
+}
+
+/** The stored answers to Idempotency-Keys, read and written inside a write's savepoint. */
+interface KeyStatements {
+  find(key: string): { fingerprint: string; status: number; headers: string; body: string } | undefined;
+  save(once: { key: string; fingerprint: string }, response: { status: number; headers: Record<string, string>; body: string }): void;
+  purgeExpired(batch: number): number;
+}
+
+function createKeyStatements(sqlite: Database.Database, db: Db, now: () => number): KeyStatements {
+  let statements: ReturnType<typeof prepareKeyStatements> | undefined;
+  /** Prepared on first use: a database without the service's own tables serves every request but these. */
+  const prepared = () => (statements ??= prepareKeyStatements(sqlite, db));
+  return {
+    find(key) {
+      const { find } = prepared();
+      return find.statement.get(find.args({ key, since: now() - KEY_TTL_MS })) as ReturnType<KeyStatements['find']>;
+    },
+    save({ key, fingerprint }, { status, headers, body }) {
+      const { save } = prepared();
+      save.statement.run(save.args({ key, fingerprint, status, headers: JSON.stringify(headers), body, createdAt: now() }));
+    },
+    purgeExpired(batch) {
+      const { purge } = prepared();
+      return purge.statement.run(purge.args({ before: now() - KEY_TTL_MS, batch })).changes;
+    },
+  };
+}
+
+function prepareKeyStatements(sqlite: Database.Database, db: Db) {
+  const t = idempotencyKeys;
+  const find = prepare(
+    sqlite,
+    db
+      .select({ fingerprint: t.fingerprint, status: t.status, headers: t.headers, body: t.body })
+      .from(t)
+      .where(and(eq(t.key, sql.placeholder('key')), gt(t.createdAt, sql.placeholder('since')))),
+  );
+  const row = {
+    fingerprint: sql.placeholder('fingerprint'),
+    status: sql.placeholder('status'),
+    headers: sql.placeholder('headers'),
+    body: sql.placeholder('body'),
+    createdAt: sql.placeholder('createdAt'),
+  };
+  const save = prepare(
+    sqlite,
+    db
+      .insert(t)
+      .values({ key: sql.placeholder('key'), ...row } as never)
+      .onConflictDoUpdate({ target: t.key, set: row as never }),
+  );
+  const purge = prepare(
+    sqlite,
+    db.delete(t).where(
+      inArray(
+        t.key,
+        db
+          .select({ key: t.key })
+          .from(t)
+          .where(lte(t.createdAt, sql.placeholder('before')))
+          .limit(sql.placeholder('batch')),
+      ),
+    ),
+  );
+  return { find, save, purge };
+}
+
+/** The most writes one group commit holds. */
+export const MAX_GROUP = 128;
+
+/** The SQLite store over one open connection: a kind store per resource, one group commit for all writes. */
+export function createSqliteStore(sqlite: Database.Database, db: Db, resources: Resource[], now: () => number = Date.now): Store {
+  const group = createGroupCommit(sqlite, { maxGroup: MAX_GROUP, unavailable: unavailableFrom });
+  const keys = createKeyStatements(sqlite, db, now);
+  const kinds = new Map(resources.map((r) => [r, createKindStore(sqlite, db, group, keys, r)]));
+  return {
+    of: (resource) => kinds.get(resource) as KindStore,
+    purgeExpiredKeys: (batch) => keys.purgeExpired(batch),
+    flush: group.flush,
+  };
+}

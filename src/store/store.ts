@@ -1,0 +1,73 @@
+// The data-layer seam: what the HTTP layer asks of a backend, per resource kind. SQLite answers
+// reads synchronously; another backend may answer with promises (T | Promise<T>) behind the same calls.
+import type { JsonResponse } from '../http.js';
+import type { ListQuery } from '../query.js';
+import type { Id, Resource } from '../resources.js';
+import type { Row } from '../validation.js';
+
+export type MaybePromise<T> = T | Promise<T>;
+
+/** Rows whose `field` equals `value`: the children of a related path. */
+export interface Scope {
+  field: string;
+  value: unknown;
+}
+
+export interface Page {
+  rows: Row[];
+  /** True when rows follow the last one of this page. */
+  more: boolean;
+  /** Rows matching the filters on all pages, when the query asked for a count. */
+  total?: number;
+  /** The rowid of one of `rows` (for a cursor that cannot carry a long sort value). */
+  rowidOf: (row: Row) => number;
+}
+
+/**
+ * What a write makes of the current row, run inside the write's transaction on the row read there:
+ * the preconditions and the validation of a replacement or patch. It throws to stop the write.
+ */
+export type Change = (current: Row) => Row;
+export type Check = (current: Row) => void;
+
+/** An Idempotency-Key and the fingerprint of the request that used it. */
+export interface Once {
+  key: string;
+  fingerprint: string;
+}
+
+export interface Created {
+  response: JsonResponse;
+  /** True when the response is the stored answer to an earlier request with the same key. */
+  replayed: boolean;
+}
+
+/**
+ * One resource kind's data. Writes take rows already validated (or a pure Change that validates),
+ * run in a transaction, map constraint failures to ApiErrors (409, 422; 503 when the database
+ * cannot write) and settle only after their commit.
+ */
+export interface KindStore {
+  get(id: Id): MaybePromise<Row | undefined>;
+  exists(id: Id): MaybePromise<boolean>;
+  list(query: ListQuery, scope?: Scope): MaybePromise<Page>;
+  /** Inserts `row`; with `once`, the response is stored under the key in the same transaction, or the stored one replayed. */
+  create(row: Row, respond: (created: Row) => JsonResponse, once?: Once): Promise<Created>;
+  /** Replaces the row with what `change` makes of it; 404 when it is gone. */
+  update(id: Id, change: Change): Promise<Row>;
+  /** Deletes the row after `check` passes on it; 404 when it is gone, 409 while others refer to it. */
+  remove(id: Id, check: Check): Promise<void>;
+}
+
+export interface Store {
+  of(resource: Resource): KindStore;
+  /** Deletes up to `batch` expired Idempotency-Keys; returns how many. */
+  purgeExpiredKeys(batch: number): number;
+  /** Commits every write queued now (before a shutdown closes the database). */
+  flush(): void;
+}
+
+/** Applies `next` to a value now, or once its promise settles: a synchronous store stays synchronous. */
+export function then<T, R>(value: MaybePromise<T>, next: (value: T) => R): MaybePromise<R> | R {
+  return value instanceof Promise ? value.then(next) : next(value);
+}
