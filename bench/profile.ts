@@ -29,7 +29,7 @@ database.sqlite.transaction(() => {
 closeDatabase(database);
 
 const child = spawn('taskset', ['-c', '1', process.execPath, '--cpu-prof', `--cpu-prof-dir=${dir}`, 'dist/main.js'], {
-  env: { PATH: process.env.PATH, DATABASE_PATH: join(dir, 'app.db'), PORT: '39199', LOG_LEVEL: 'warn' },
+  env: { PATH: process.env.PATH, DATABASE_PATH: join(dir, 'app.db'), PORT: '39199', LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' },
   stdio: ['ignore', 'ignore', 'inherit'],
 });
 await new Promise((r) => setTimeout(r, 1000));

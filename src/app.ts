@@ -179,27 +179,43 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
       logger.error({ err: error, requestId: (req as { id?: string }).id, method: req.method, url: req.url }, 'request failed');
     sendProblem(res, problem);
   };
-  const app = polka({
-    onError: onError as never,
-    onNoMatch: (req, res) => onError(new ApiError('notFound', `Nothing is served at ${req.path}.`), req, res),
-  });
-  // Every parameter read, not the first 1000 (@polka/url's node:querystring default): see query-string.ts.
-  app.parse = parseRequestUrl;
   const requestLog = createRequestLogger(logger);
   const onRequest = (req: Parameters<typeof requestLog>[0], res: Parameters<typeof requestLog>[1]) => {
     if (shuttingDown) res.setHeader('Connection', 'close');
     requestLog(req, res);
   };
-  app.use(createGuards(config, (path) => table.match(path)?.value.allow, onRequest) as never);
+  const guard = createGuards(config, (path) => table.match(path)?.value.allow, onRequest);
+  const nothingAt = (req: PolkaRequest) => new ApiError('notFound', `Nothing is served at ${req.path}.`);
   /** Every routed request: the route table finds the endpoint, its compiled closure for the method answers. */
   const serve = (req: PolkaRequest & Request, res: Response) => {
     const match = table.match(req.path);
-    if (!match) throw new ApiError('notFound', `Nothing is served at ${req.path}.`);
+    if (!match) throw nothingAt(req);
     const route: CompiledEndpoint = match.value;
     return (route.byMethod.get(req.method as string) ?? route.otherwise)(req, res, match.segment);
   };
+  /** The guards, then `answer`, in one polka handler (each polka hop is an async call); errors go to onError. */
+  const guarded =
+    (answer: (req: PolkaRequest & Request, res: Response) => unknown) =>
+    (req: PolkaRequest & Request, res: Response): void =>
+      guard(req, res, (refusal?: unknown) => {
+        if (refusal !== undefined) return onError(refusal, req, res);
+        try {
+          const result = answer(req, res);
+          if (result instanceof Promise) result.catch((error: unknown) => onError(error, req, res));
+        } catch (error) {
+          onError(error, req, res);
+        }
+      });
+  const app = polka({
+    onError: onError as never,
+    onNoMatch: guarded((req) => {
+      throw nothingAt(req);
+    }) as never,
+  });
+  // Every parameter read, not the first 1000 (@polka/url's node:querystring default): see query-string.ts.
+  app.parse = parseRequestUrl;
   // polka routes a handful of path shapes; the table decides within them (routing costs the same for 3 tables or 300).
-  for (const shape of ['/', '/:a', '/:a/:b', '/:a/:b/:c']) app.all(shape, serve as never);
+  for (const shape of ['/', '/:a', '/:a/:b', '/:a/:b/:c']) app.all(shape, guarded(serve) as never);
 
   /** Purges every expired key, a batch at a time, yielding to requests between batches. */
   const purgeAll = () => {

@@ -1,7 +1,7 @@
 // What every request passes before routing, in one middleware: a request id and security headers,
 // the HTTP/1.x rules, the bound on work in flight, CORS, bearer tokens and the per-client rate limit.
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { type IncomingMessage, type OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import cors from 'cors';
 import type { Config } from './config.js';
 import { ApiError } from './errors.js';
@@ -23,6 +23,42 @@ const SECURITY_ENTRIES = Object.entries({
   'Referrer-Policy': 'no-referrer',
   'Content-Security-Policy': "default-src 'none'; frame-ancestors 'none'",
 });
+const SECURITY_NAMES = SECURITY_ENTRIES.map(([name]) => name.toLowerCase());
+
+/**
+ * The server's responses: once identified, every response carries its request id and the security
+ * headers, added in writeHead as one list with the response's own headers instead of header by
+ * header beforehand (each setHeader validates and stores, and a writeHead after any setHeader
+ * merges its headers one by one: ~8 such calls a response). A header the response sets itself
+ * (a page's own Content-Security-Policy) wins over the default.
+ */
+export class IdentifiedResponse<Request extends IncomingMessage = IncomingMessage> extends ServerResponse<Request> {
+  requestId?: string;
+
+  override writeHead(statusCode: number, ...rest: unknown[]): this {
+    if (this.requestId === undefined) return super.writeHead(statusCode, ...(rest as [OutgoingHttpHeaders]));
+    const reason = typeof rest[0] === 'string' ? rest[0] : undefined;
+    const given = (reason === undefined ? rest[0] : rest[1]) as OutgoingHttpHeaders | (string | number)[] | undefined;
+    const list: (string | number | string[])[] = ['X-Request-Id', this.requestId];
+    const named = new Set<string>();
+    if (Array.isArray(given)) {
+      for (let i = 0; i < given.length; i += 2) named.add(String(given[i]).toLowerCase());
+      list.push(...given);
+    } else if (given) {
+      for (const name in given) {
+        const value = given[name];
+        if (value === undefined) continue;
+        named.add(name.toLowerCase());
+        list.push(name, value);
+      }
+    }
+    for (let i = 0; i < SECURITY_ENTRIES.length; i++) {
+      const lower = SECURITY_NAMES[i] as string;
+      if (!named.has(lower) && !this.hasHeader(lower)) list.push(...(SECURITY_ENTRIES[i] as [string, string]));
+    }
+    return reason === undefined ? super.writeHead(statusCode, list as string[]) : super.writeHead(statusCode, reason, list as string[]);
+  }
+}
 
 /** Response headers a browser script may read across origins. */
 export const EXPOSED_HEADERS = [
@@ -51,8 +87,11 @@ function identify(log?: (req: GuardedRequest, res: ServerResponse) => void): Ste
   return (req, res) => {
     const given = req.headers['x-request-id'];
     req.id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
-    res.setHeader('X-Request-Id', req.id);
-    for (const [name, value] of SECURITY_ENTRIES) res.setHeader(name, value);
+    if (res instanceof IdentifiedResponse) res.requestId = req.id;
+    else {
+      res.setHeader('X-Request-Id', req.id);
+      for (const [name, value] of SECURITY_ENTRIES) res.setHeader(name, value);
+    }
     log?.(req, res);
     return undefined;
   };

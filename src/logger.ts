@@ -26,29 +26,54 @@ function levelOf(status: number): 'error' | 'warn' | 'info' {
   return status >= 400 ? 'warn' : 'info';
 }
 
+/** What a pino logger writes to, and its bindings as the JSON members it appends to every line. */
+interface Destination {
+  stream: { write: (line: string) => unknown };
+  bindings: string;
+}
+
+/** The destination of a logger that writes JSON lines itself (a pino-pretty transport reads them too). */
+function destinationOf(logger: Logger): Destination | undefined {
+  const { streamSym, chindingsSym } = pino.symbols;
+  const stream = (logger as unknown as Record<symbol, unknown>)[streamSym] as Destination['stream'] | undefined;
+  const bindings = (logger as unknown as Record<symbol, unknown>)[chindingsSym];
+  return typeof stream?.write === 'function' && typeof bindings === 'string' ? { stream, bindings } : undefined;
+}
+
 /**
  * One line per finished request: request id, method, path, status and duration (ms). Headers are
  * never logged, so tokens cannot leak. Costs nothing beyond a 'finish' listener when the line's
  * level is off (no child logger per request: that alone cost ~9% of GET throughput).
+ *
+ * The line is the one pino would write (same members, same order, the logger's bindings), put
+ * together here and handed to pino's own destination: pino's generic serialization of the nested
+ * `req`/`res` objects cost ~2.8 µs a line, ~10% of a GET's throughput; this costs a few string
+ * concatenations. Only the path and the request id can hold characters JSON escapes.
  */
 export function createRequestLogger(logger: Logger) {
+  const destination = destinationOf(logger);
+  const write = (level: 'error' | 'warn' | 'info', req: IncomingMessage & { id?: string }, path: string, status: number, ms: number) => {
+    const msg = `${req.method} ${path} ${status}`;
+    if (!destination) {
+      logger[level]({ requestId: req.id, req: { method: req.method, path }, res: { status }, durationMs: ms }, msg);
+      return;
+    }
+    destination.stream.write(
+      `{"level":${logger.levels.values[level]},"time":${Date.now()}${destination.bindings},"requestId":${JSON.stringify(req.id)},` +
+        `"req":{"method":${JSON.stringify(req.method)},"path":${JSON.stringify(path)}},"res":{"status":${status}},` +
+        `"durationMs":${ms},"msg":${JSON.stringify(msg)}}\n`,
+    );
+  };
   return (req: IncomingMessage & { id?: string; originalUrl?: string }, res: ServerResponse) => {
     // The target as sent (an absolute-form URL or `*` is rewritten for routing before this runs).
     const target = req.originalUrl ?? req.url ?? '';
     const start = performance.now();
     res.once('finish', () => {
-      const level = levelOf(res.statusCode);
+      const status = res.statusCode;
+      const level = levelOf(status);
       if (!logger.isLevelEnabled(level)) return;
-      const path = target.split('?')[0];
-      logger[level](
-        {
-          requestId: req.id,
-          req: { method: req.method, path },
-          res: { status: res.statusCode },
-          durationMs: Math.round((performance.now() - start) * 100) / 100,
-        },
-        `${req.method} ${path} ${res.statusCode}`,
-      );
+      const query = target.indexOf('?');
+      write(level, req, query === -1 ? target : target.slice(0, query), status, Math.round((performance.now() - start) * 100) / 100);
     });
   };
 }

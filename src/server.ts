@@ -5,6 +5,7 @@ import { createServer, type IncomingMessage, type RequestListener, type Server, 
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
+import { IdentifiedResponse } from './guards.js';
 
 const KEEP_ALIVE_TIMEOUT_MS = 5000;
 /** How long a refused client gets to read its answer before the socket is destroyed anyway. */
@@ -61,6 +62,8 @@ export function createHttpServer(
 ): Server {
   const server = createServer(
     {
+      // Every response carries its request id and the security headers (see guards.ts).
+      ServerResponse: IdentifiedResponse,
       headersTimeout: config.headersTimeoutMs,
       requestTimeout: config.requestTimeoutMs,
       keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,

