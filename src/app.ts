@@ -1,4 +1,4 @@
-// createApp wires the registry, repositories and service endpoints into a polka app.
+// createApp wires the registry, the store and the service endpoints into one route table behind polka.
 // It never listens and holds no module-level state: main.ts and the tests own the server.
 import type { RequestListener } from 'node:http';
 import { createRequire } from 'node:module';

@@ -1,5 +1,5 @@
-// What every request passes before routing, in one middleware: a request id and security headers,
-// the HTTP/1.x rules, the bound on work in flight, CORS, bearer tokens and the per-client rate limit.
+// What every request passes before routing, in one guard: a request id and security headers (the
+// response class that adds them), HTTP/1.x rules, the bound on work in flight, CORS, tokens, rate limit.
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { type IncomingMessage, type OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import cors from 'cors';

@@ -137,66 +137,66 @@ class Binder {
   }
 }
 
-/** One filter as SQL over placeholders. `ne` is null-safe (IS NOT); `contains`/`startsWith` are literal. */
-function toCondition({ field: { column }, op, value }: Filter, b: Binder): SQL | undefined {
+/** Binds a filter's values (none for `null`, each for `in`, else one): the placeholders conditionOf uses. */
+function bindFilter({ field: { column }, op, value }: Filter, b: Binder): Placeholder[] {
+  if (op === 'null') return [];
+  if (op === 'in') return (value as unknown[]).map((v) => b.bind(v, column));
+  return [b.bind(value, column)];
+}
+
+/** One filter as SQL over its placeholders. `ne` is null-safe (IS NOT); `contains`/`startsWith` are literal. */
+function conditionOf({ field: { column }, op, value }: Filter, params: Placeholder[]): SQL | undefined {
+  const p = params[0] as Placeholder;
   switch (op) {
     case 'eq':
-      return eq(column, b.bind(value, column));
+      return eq(column, p);
     case 'ne':
-      return sql`${column} IS NOT ${b.bind(value, column)}`;
+      return sql`${column} IS NOT ${p}`;
     case 'gt':
-      return gt(column, b.bind(value, column));
+      return gt(column, p);
     case 'gte':
-      return gte(column, b.bind(value, column));
+      return gte(column, p);
     case 'lt':
-      return lt(column, b.bind(value, column));
+      return lt(column, p);
     case 'lte':
-      return lte(column, b.bind(value, column));
+      return lte(column, p);
     case 'in':
-      return inArray(
-        column,
-        (value as unknown[]).map((v) => b.bind(v, column)),
-      );
+      return inArray(column, params);
     case 'contains':
-      return sql`instr(${column}, ${b.bind(value, column)}) > 0`;
-    case 'startsWith': {
-      const prefix = b.bind(value, column);
-      return sql`substr(${column}, 1, length(${prefix})) = ${prefix}`;
-    }
+      return sql`instr(${column}, ${p}) > 0`;
+    case 'startsWith':
+      return sql`substr(${column}, 1, length(${p})) = ${p}`;
     case 'null':
       return value ? isNull(column) : isNotNull(column);
   }
 }
 
-/** Rows strictly after `value` in the key's order (SQLite sorts NULL first ascending, last descending). */
-function strictlyAfter({ field: { column }, descending }: SortKey, value: unknown, b: Binder): SQL | undefined {
-  if (value === null) return descending ? sql`0` : isNotNull(column);
-  const bound = b.bind(value, column);
-  return descending ? or(lt(column, bound), isNull(column)) : gt(column, bound);
+/** Rows strictly after the cursor's value `p` in the key's order (SQLite sorts NULL first ascending, last descending). */
+function strictlyAfter({ field: { column }, descending }: SortKey, p: Placeholder | undefined): SQL | undefined {
+  if (p === undefined) return descending ? sql`0` : isNotNull(column);
+  return descending ? or(lt(column, p), isNull(column)) : gt(column, p);
 }
 
 /**
- * The keyset predicate "after the cursor row" for a total order: a row-value comparison when it
- * can use an index (one direction, no NULLs), else the expanded OR of prefixes.
+ * The keyset predicate "after the cursor row" for a total order, over the cursor's placeholders
+ * (undefined for a null value): a row-value comparison when it can use an index (one direction, no
+ * NULLs), else the expanded OR of prefixes.
  */
-function afterCursor(sort: SortKey[], values: unknown[], b: Binder): SQL | undefined {
+function afterCursor(sort: SortKey[], params: (Placeholder | undefined)[]): SQL | undefined {
   const first = sort[0] as SortKey;
-  if (sort.every((k, i) => k.descending === first.descending && values[i] !== null)) {
+  if (sort.every((k, i) => k.descending === first.descending && params[i] !== undefined)) {
     const columns = sql.join(
       sort.map((k) => sql`${k.field.column}`),
       sql`, `,
     );
-    const params = sql.join(
-      sort.map((k, i) => b.bind(values[i], k.field.column)),
-      sql`, `,
-    );
-    return first.descending ? sql`(${columns}) < (${params})` : sql`(${columns}) > (${params})`;
+    const values = sql.join(params as Placeholder[], sql`, `);
+    return first.descending ? sql`(${columns}) < (${values})` : sql`(${columns}) > (${values})`;
   }
   return or(
     ...sort.map((key, i) =>
       and(
-        ...sort.slice(0, i).map((k, j) => sql`${k.field.column} IS ${b.bind(values[j], k.field.column)}`),
-        strictlyAfter(key, values[i], b),
+        ...sort.slice(0, i).map((k, j) => (params[j] === undefined ? isNull(k.field.column) : sql`${k.field.column} IS ${params[j]}`)),
+        strictlyAfter(key, params[i]),
       ),
     ),
   );
@@ -450,18 +450,22 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
     exists: (id) => byId.get(id) !== undefined,
     list(query, scope): Page {
       const after = positionOf(query);
+      // Values first, in one fixed order (filters, scope, cursor); the SQL is built only for a shape not yet prepared.
       const b = new Binder();
+      const bound = query.filters.map((f) => bindFilter(f, b));
       const scopeColumn = scope && (columnOf.get(scope.field) as SQLiteColumn);
-      const filters = and(...query.filters.map((f) => toCondition(f, b)), scopeColumn && eq(scopeColumn, b.bind(scope.value, scopeColumn)));
-      const filterParams = query.count ? { ...b.params } : undefined;
-      const position = after && afterCursor(query.sort, after, b);
+      const scopeParam = scope && b.bind(scope.value, scopeColumn as SQLiteColumn);
+      const countParams = query.count ? { ...b.params } : undefined;
+      const cursorParams = after?.map((value, i) => (value === null ? undefined : b.bind(value, (query.sort[i] as SortKey).field.column)));
       b.params.limit = query.limit + 1;
+      const filters = () =>
+        and(...query.filters.map((f, i) => conditionOf(f, bound[i] as Placeholder[])), scopeColumn && eq(scopeColumn, scopeParam));
       const rows = cached(listStatements, shapeOf(query, scope, false, after), () =>
         selecting(
           db
             .select(selection)
             .from(table)
-            .where(and(filters, position))
+            .where(and(filters(), cursorParams && afterCursor(query.sort, cursorParams)))
             .orderBy(...query.sort.map(({ field, descending }) => (descending ? desc(field.column) : asc(field.column))))
             .limit(sql.placeholder('limit')),
         ),
@@ -471,13 +475,13 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
       const found: Row[] = new Array(more ? query.limit : values.length);
       for (let i = 0; i < found.length; i++) found[i] = toRow(values[i] as unknown[]);
       let total: number | undefined;
-      if (filterParams) {
+      if (countParams) {
         const counter = cached(countStatements, shapeOf(query, scope, true), () => {
-          const prepared = prepare(sqlite, db.select({ n: count() }).from(table).where(filters));
+          const prepared = prepare(sqlite, db.select({ n: count() }).from(table).where(filters()));
           prepared.statement.pluck();
           return prepared;
         });
-        total = (counter.statement.get(counter.args(filterParams)) as number | undefined) ?? 0;
+        total = (counter.statement.get(counter.args(countParams)) as number | undefined) ?? 0;
       }
       return { rows: found, more, total, rowidOf };
     },
