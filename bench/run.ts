@@ -81,7 +81,9 @@ interface ServerSpec {
  * is FULL. The floor commits at NORMAL: the issue's targets compare the two as they are.
  */
 const restableEnv = (data: string, port: number) => ({ DATABASE_PATH: join(data, 'app.db'), PORT: String(port) });
-const restable = (data: string, port: number) => ({ argv: ['dist/main.js'], env: restableEnv(data, port) });
+/** node's arguments as `npm start` gives them (its V8 flags and dist/main.js): the default configuration is how users start it. */
+const START_ARGV = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start as string).split(/\s+/).slice(1);
+const restable = (data: string, port: number) => ({ argv: START_ARGV, env: restableEnv(data, port) });
 
 /** The wide-schema install, made by main() before the first round when restable-300-tables runs. */
 let wide: WideInstall | undefined;
@@ -120,14 +122,14 @@ const SERVERS: ServerSpec[] = [
     kind: 'restable',
     pin: true,
     note: '`LOG_LEVEL=warn`: what the request log costs',
-    command: (data, port) => ({ argv: ['dist/main.js'], env: { ...restableEnv(data, port), LOG_LEVEL: 'warn' } }),
+    command: (data, port) => ({ argv: START_ARGV, env: { ...restableEnv(data, port), LOG_LEVEL: 'warn' } }),
   },
   {
     name: 'restable-2-workers',
     kind: 'restable',
     pin: false,
     note: '`WORKERS=2`, unpinned',
-    command: (data, port) => ({ argv: ['dist/main.js'], env: { ...restableEnv(data, port), WORKERS: '2' } }),
+    command: (data, port) => ({ argv: START_ARGV, env: { ...restableEnv(data, port), WORKERS: '2' } }),
   },
   {
     name: 'json-server',
