@@ -86,6 +86,7 @@ function docsEndpoints(): Endpoint[] {
         path: `${assets.base}${file}`,
         methods: READ_METHODS,
         produces: STATIC_TYPES[file.split('.').pop() ?? ''] ?? 'application/octet-stream',
+        negotiates: false,
         handlers: {
           GET: (req, res) => {
             res.setHeader('Content-Security-Policy', DOCS_CSP);

@@ -1,5 +1,5 @@
 // Pure conditional-request rules: the strong ETag of a representation and the evaluation of
-// If-Match / If-None-Match (RFC 9110 §13). It decides; the router and repository act on it.
+// If-Match / If-None-Match (RFC 9110 §13). It decides; the handlers and the store act on it.
 import * as crypto from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { ApiError } from './errors.js';

@@ -7,7 +7,7 @@ import sirv from 'sirv';
 const getAbsoluteFSPath = createRequire(import.meta.url)('swagger-ui-dist/absolute-path.js') as () => string;
 
 /** Where the Swagger UI files are served from. */
-export const DOCS_ASSETS = '/docs/assets';
+const DOCS_ASSETS = '/docs/assets';
 
 /** The page's policy: only this origin's scripts; Swagger UI sets inline styles and data: images. */
 export const DOCS_CSP =

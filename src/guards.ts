@@ -38,7 +38,8 @@ export class IdentifiedResponse<Request extends IncomingMessage = IncomingMessag
   override writeHead(statusCode: number, ...rest: unknown[]): this {
     if (this.requestId === undefined) return super.writeHead(statusCode, ...(rest as [OutgoingHttpHeaders]));
     const reason = typeof rest[0] === 'string' ? rest[0] : undefined;
-    const given = (reason === undefined ? rest[0] : rest[1]) as OutgoingHttpHeaders | (string | number)[] | undefined;
+    // Node reads writeHead(status, headers) and writeHead(status, reason | undefined, headers).
+    const given = (reason === undefined ? (rest[0] ?? rest[1]) : rest[1]) as OutgoingHttpHeaders | (string | number)[] | undefined;
     const list: (string | number | string[])[] = ['X-Request-Id', this.requestId];
     const named = new Set<string>();
     if (Array.isArray(given)) {

@@ -1,5 +1,6 @@
 // The service's pino logger and its per-request log line: JSON lines on stdout at
 // the configured level, human-readable on a terminal. Nothing else configures logging.
+import { writeSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import pino, { type Logger } from 'pino';
 import type { Config } from './config.js';
@@ -30,11 +31,10 @@ function levelOf(status: number): 'error' | 'warn' | 'info' {
   return status >= 400 ? 'warn' : 'info';
 }
 
-/** Queues with request lines not yet handed to their destination (see lineQueue). */
+/** Queues with request lines not yet handed to their destination, by their exit flush (see lineQueue). */
 const PENDING = new Set<() => void>();
-// Registered when this module loads, before pino registers its own exit flush: queued lines reach the destination first.
 process.on('exit', () => {
-  for (const flush of PENDING) flush();
+  for (const flushAtExit of PENDING) flushAtExit();
 });
 
 /**
@@ -44,27 +44,43 @@ process.on('exit', () => {
  * the buffer it appends to: ~2 µs a line at 30,000 lines/s, ~15% of a GET). A SIGKILL loses at most
  * the last 100 ms of request lines; lines of pino's own (start-up, errors) are not batched.
  */
-function lineQueue(stream: Destination['stream']): (line: string) => void {
+function lineQueue(stream: SyncStream): (line: string) => void {
   let pending = '';
   let timer: NodeJS.Timeout | undefined;
-  const flush = () => {
-    PENDING.delete(flush);
+  const take = () => {
+    PENDING.delete(flushAtExit);
     clearTimeout(timer);
     timer = undefined;
-    if (pending === '') return;
     const chunk = pending;
     pending = '';
-    stream.write(chunk);
+    return chunk;
+  };
+  const flush = () => {
+    const chunk = take();
+    if (chunk !== '') stream.write(chunk);
+  };
+  /** At exit nothing asynchronous completes: what the destination holds, then these lines, written synchronously. */
+  const flushAtExit = () => {
+    const chunk = take();
+    try {
+      stream.flushSync();
+      if (chunk !== '') writeSync(stream.fd, chunk);
+    } catch {
+      // stdout is gone (a closed pipe): nothing can be written any more
+    }
   };
   return (line) => {
     pending += line;
     if (pending.length >= LOG_BATCH_CHARS) flush();
     else if (timer === undefined) {
-      PENDING.add(flush);
+      PENDING.add(flushAtExit);
       timer = setTimeout(flush, LOG_FLUSH_MS).unref();
     }
   };
 }
+
+/** pino's own destination (sonic-boom): a byte stream with a file descriptor that can be flushed synchronously. */
+type SyncStream = Destination['stream'] & { flushSync: () => void; fd: number };
 
 /** What a pino logger writes to, and its bindings as the JSON members it appends to every line. */
 interface Destination {
@@ -93,8 +109,12 @@ function destinationOf(logger: Logger): Destination | undefined {
 export function createRequestLogger(logger: Logger) {
   const destination = destinationOf(logger);
   // Only a byte stream (pino's sonic-boom destination) takes several lines in one write; any other stream gets one line a write.
-  const stream = destination?.stream as (Destination['stream'] & { flushSync?: unknown }) | undefined;
-  const queue = stream && (typeof stream.flushSync === 'function' ? lineQueue(stream) : (line: string) => void stream.write(line));
+  const stream = destination?.stream as Partial<SyncStream> & Destination['stream'];
+  const queue =
+    destination &&
+    (typeof stream.flushSync === 'function' && typeof stream.fd === 'number'
+      ? lineQueue(stream as SyncStream)
+      : (line: string) => void stream.write(line));
   const write = (level: 'error' | 'warn' | 'info', req: IncomingMessage & { id?: string }, path: string, status: number, ms: number) => {
     const msg = `${req.method} ${path} ${status}`;
     if (!destination || !queue) {

@@ -1,5 +1,5 @@
 // Pure: registry → OpenAPI 3.1 document. Paths, methods, parameters (the §5 query language
-// included), schemas from the same zod validators the router uses, headers and every status.
+// included), schemas from the same zod validators the handlers use, headers and every status.
 import { createSelectSchema } from 'drizzle-zod';
 import { z } from 'zod';
 import { LIMIT, OPERATORS, type Operator } from './query.js';

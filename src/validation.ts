@@ -239,7 +239,7 @@ export function toCreateRow(resource: Resource, body: unknown, fixed: Row = {}):
   return parseWith(resource, schema, data, errors, unknown);
 }
 
-/** Validates a full replacement of `current`: fields left out take their defaults (filled in by the repository). */
+/** Validates a full replacement of `current`: fields left out take their defaults (filled in by the store). */
 export function toReplacementRow(resource: Resource, body: unknown, current: Row): Row {
   const schema = resource.replaceSchema;
   const { data, errors, unknown } = sortKeys(resource, requireObject(resource, body), resource.readOnly, fieldsOf(schema), current);

@@ -10,8 +10,7 @@ import { fingerprintOf, parseIdempotencyKey } from '../idempotency.js';
 import { encodeCursor, parseListQuery, type RawQuery } from '../query.js';
 import { type QueryParameters, queryErrorOf, withParameter } from '../query-string.js';
 import type { Id, Method, Registry, Resource, Route } from '../resources.js';
-import { notFound } from '../store/sqlite.js';
-import { type Check, type KindStore, type MaybePromise, type Scope, type Store, then } from '../store/store.js';
+import { type Check, type KindStore, type MaybePromise, notFound, type Scope, type Store, then } from '../store/store.js';
 import { type Row, toCreateRow, toPatchedRow, toReplacementRow } from '../validation.js';
 
 /** A request as the handlers see it: polka's parsed path and query, and the request id. */
@@ -37,6 +36,8 @@ export interface Endpoint {
   target?: Target;
   /** The media type of its answers (for 406); application/json unless said otherwise. */
   produces?: string;
+  /** False for files served as they are (the docs' assets): any Accept gets them, as before routing existed. */
+  negotiates?: boolean;
   /** Whether GET (and HEAD) take the list query language of API.md §5; any other parameter is a 400. */
   lists?: boolean;
 }
@@ -56,7 +57,7 @@ const JSON_BODY = ['application/json'] as const;
 const MERGE_PATCH_BODY = ['application/merge-patch+json', 'application/json'] as const;
 
 /** Refuses a query string that could not be read, and any parameter when the path takes none. */
-export function rejectQuery(query: Record<string, unknown>, takesQuery: boolean): void {
+function rejectQuery(query: Record<string, unknown>, takesQuery: boolean): void {
   const unreadable = queryErrorOf(query);
   if (unreadable) throw unreadable;
   let name: string | undefined;
@@ -94,7 +95,7 @@ export function compile(endpoint: Endpoint): CompiledEndpoint {
   const served = (method: Method): Handler => {
     const handler = endpoint.handlers[method === 'HEAD' ? 'GET' : method] as Handler;
     const takesQuery = Boolean(endpoint.lists) && (method === 'GET' || method === 'HEAD');
-    const negotiates = method !== 'DELETE';
+    const negotiates = method !== 'DELETE' && endpoint.negotiates !== false;
     return (req, res, id) => {
       if (negotiates && !accepts(req, produces)) {
         throw new ApiError('notAcceptable', `This path only answers ${produces}; the Accept header rules it out.`);
@@ -108,14 +109,24 @@ export function compile(endpoint: Endpoint): CompiledEndpoint {
     /** The 404 when the target is gone, else the error itself. */
     const refusal = (error: unknown, id: Id, segment: string): unknown => {
       if (error instanceof ApiError && (error.code === 'notFound' || error.code === 'unavailable')) throw error;
+      const missing = () => {
+        const gone = notFound(target.resource, segment);
+        // A body left unread (a 413) must not be taken for the next request on this connection.
+        const close = error instanceof ApiError ? error.headers.Connection : undefined;
+        return close ? new ApiError('notFound', gone.message, { headers: { Connection: close } }) : gone;
+      };
       let exists: MaybePromise<boolean>;
       try {
         exists = target.exists(id);
       } catch {
         throw error; // the database cannot tell: the first refusal stands
       }
-      return then(exists, (exists) => {
-        throw exists ? error : notFound(target.resource, segment);
+      const decide = (found: boolean) => {
+        throw found ? error : missing();
+      };
+      if (!(exists instanceof Promise)) return decide(exists);
+      return exists.then(decide, () => {
+        throw error;
       });
     };
     return (req, res, segment = '') => {
@@ -202,6 +213,24 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
     send(res, response, replayed ? { 'Idempotent-Replayed': 'true' } : {});
   };
 
+  /** PUT and PATCH: read the body, then (in the write's transaction) check the preconditions and validate against the current row. */
+  const update = async (
+    req: Request,
+    res: Response,
+    kind: KindStore,
+    id: Id,
+    accepted: readonly string[],
+    toRow: (input: unknown, current: Row) => Row,
+  ) => {
+    const input = await body(req, accepted);
+    const check = preconditionsOf(req);
+    const row = await kind.update(id, (current) => {
+      check(current);
+      return toRow(input, current);
+    });
+    send(res, elementResponse(200, row));
+  };
+
   return registry.routes.map((route: Route): Endpoint => {
     const { resource, relation } = route;
     const kind = store.of(resource);
@@ -226,24 +255,8 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
               if (!row) throw notFound(resource, id);
               sendElement(req, res, row);
             }),
-          PUT: async (req, res, id) => {
-            const input = await body(req, JSON_BODY);
-            const check = preconditionsOf(req);
-            const row = await kind.update(id, (current) => {
-              check(current);
-              return toReplacementRow(resource, input, current);
-            });
-            send(res, elementResponse(200, row));
-          },
-          PATCH: async (req, res, id) => {
-            const input = await body(req, MERGE_PATCH_BODY);
-            const check = preconditionsOf(req);
-            const row = await kind.update(id, (current) => {
-              check(current);
-              return toPatchedRow(resource, input, current);
-            });
-            send(res, elementResponse(200, row));
-          },
+          PUT: (req, res, id) => update(req, res, kind, id, JSON_BODY, (input, current) => toReplacementRow(resource, input, current)),
+          PATCH: (req, res, id) => update(req, res, kind, id, MERGE_PATCH_BODY, (input, current) => toPatchedRow(resource, input, current)),
           DELETE: async (req, res, id) => {
             await kind.remove(id, preconditionsOf(req));
             sendEmpty(res, 204);

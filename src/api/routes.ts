@@ -28,8 +28,6 @@ function decodeSegment(segment: string): string {
 export interface RouteTable<T> {
   /** The route of a request path (one trailing slash allowed, case-sensitive), or undefined. */
   match(path: string): Match<T> | undefined;
-  /** Every routed value, in the order added. */
-  values: T[];
 }
 
 /**
@@ -53,7 +51,6 @@ export function createRouteTable<T>(entries: { path: string; value: T }[]): Rout
     at.value = value;
   }
   return {
-    values: entries.map((e) => e.value),
     match(path) {
       if (path.includes('//')) return undefined; // no route has an empty segment
       let end = path.length;

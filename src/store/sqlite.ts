@@ -22,7 +22,7 @@ import {
   SQL,
   sql,
 } from 'drizzle-orm';
-import type { SQLiteColumn } from 'drizzle-orm/sqlite-core';
+import { type SQLiteColumn, SQLiteSyncDialect } from 'drizzle-orm/sqlite-core';
 import { Digest, digestOf } from '../cursor.js';
 import type { Db } from '../db/client.js';
 import { idempotencyKeys } from '../db/internal-schema.js';
@@ -32,7 +32,7 @@ import type { Filter, ListQuery, SortKey } from '../query.js';
 import { type Field, type Id, type Resource, SERVER_MANAGED_FIELDS } from '../resources.js';
 import type { Row } from '../validation.js';
 import { createGroupCommit, type GroupCommit } from './group-commit.js';
-import type { KindStore, Page, Scope, Store } from './store.js';
+import { type KindStore, notFound, type Page, type Scope, type Store } from './store.js';
 
 /** The better-sqlite3 error under any wrapper, if any. */
 function sqliteErrorOf(error: unknown): (Error & { code: string }) | undefined {
@@ -233,11 +233,6 @@ function cached(cache: Map<string, Prepared>, shape: string, prepare: () => Prep
   return statement;
 }
 
-/** The 404 for an id that names no element of `resource`. */
-export function notFound(resource: Resource, id: unknown): ApiError {
-  return new ApiError('notFound', `There is no ${resource.name} element with id ${JSON.stringify(String(id))}.`);
-}
-
 /** The selection of every field under its key: `"owner_id" as "ownerId"`. */
 const selectionOf = (resource: Resource) => Object.fromEntries(resource.fields.map(({ key, column }) => [key, sql`${column}`.as(key)]));
 
@@ -279,6 +274,21 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
   const updated = [...writable, ...stampedOnUpdate];
   /** Columns whose default is an SQL expression: left out of an INSERT that has no value for them, so SQLite computes it. */
   const sqlDefaults = new Set(inserted.filter(({ column }) => is(column.default, SQL)).map((f) => f.key));
+  /**
+   * The value of a column's SQL-expression default, computed by SQLite (prepared on first use): an
+   * INSERT leaves such a column out, but a PUT that leaves the field out must still set its default.
+   */
+  const sqlDefaultStatements = new Map<string, Database.Statement>();
+  const sqlDefaultOf = ({ key, column }: Field): unknown => {
+    let statement = sqlDefaultStatements.get(key);
+    if (!statement) {
+      const query = new SQLiteSyncDialect().sqlToQuery(column.default as SQL);
+      statement = sqlite.prepare(`select ${query.sql}`).pluck();
+      if (query.params.length > 0) statement.bind(...query.params);
+      sqlDefaultStatements.set(key, statement);
+    }
+    return statement.get();
+  };
   const inserts = new Map<string, Prepared>();
   /** The INSERT for the columns this row sets (one statement unless some default is an SQL expression). */
   const insertFor = (row: Row): { fields: Field[]; prepared: Prepared } => {
@@ -310,7 +320,7 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
   function withDefaults(row: Row): Row {
     const full: Row = {};
     for (const { key, column } of writable) {
-      // An SQL-expression default is SQLite's to compute: the field stays unset (see insertFor).
+      // An SQL-expression default is SQLite's to compute: the field stays unset (insertFor leaves it out; update asks sqlDefaultOf).
       full[key] = key in row ? row[key] : (column.defaultFn?.() ?? (sqlDefaults.has(key) ? undefined : (column.default ?? null)));
     }
     return full;
@@ -351,6 +361,14 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
       .map(({ field, parent }) => ({ path: field, message: `names no ${parent.name} element` }));
   }
 
+  /** The 422 of a write SQLite refused for a foreign key: the fields that point at nothing, when they can be named. */
+  function referenceError(errors: { path: string; message: string }[], cause: unknown): ApiError {
+    return new ApiError('unprocessable', 'A reference points at an element that does not exist.', {
+      ...(errors.length > 0 && { errors }),
+      cause,
+    });
+  }
+
   /** A constraint failure of a write as the client's error; anything else unchanged. */
   function toApiError(action: 'write' | 'remove', error: unknown, row?: Row): unknown {
     const sqliteError = sqliteErrorOf(error);
@@ -367,10 +385,7 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
           ? new ApiError('conflict', `This ${resource.name} element is still referenced by ${referrers()}; remove those first.`, {
               cause: error,
             })
-          : new ApiError('unprocessable', 'A reference points at an element that does not exist.', {
-              errors: row ? missingParents(row) : [],
-              cause: error,
-            });
+          : referenceError(row ? missingParents(row) : [], error);
       case 'constraint':
         return new ApiError('unprocessable', `The ${resource.name} element breaks a constraint of its table.`, { cause: error });
       case 'unavailable':
@@ -512,6 +527,8 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
         'write',
         () => {
           next = withDefaults(change(current(id)));
+          for (const field of writable)
+            if (next[field.key] === undefined && sqlDefaults.has(field.key)) next[field.key] = sqlDefaultOf(field);
           stamp(next, stampedOnUpdate);
           const values = valuesOf(updated, next);
           values.__id = id;
@@ -596,7 +613,7 @@ function prepareKeyStatements(sqlite: Database.Database, db: Db) {
 }
 
 /** The most writes one group commit holds. */
-export const MAX_GROUP = 128;
+const MAX_GROUP = 128;
 
 /** The SQLite store over one open connection: a kind store per resource, one group commit for all writes. */
 export function createSqliteStore(sqlite: Database.Database, db: Db, resources: Resource[], now: () => number = Date.now): Store {
