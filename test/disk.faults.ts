@@ -2,33 +2,13 @@
 // when the disk fills up, writes answer 503, reads keep working, /readyz says why, nothing is
 // half-written, and the service recovers by itself once space returns.
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmdirSync, rmSync, writeSync } from 'node:fs';
+import { mkdtempSync, rmdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { userSample } from './fixtures.js';
-import { type Service, startService } from './helpers.js';
-
-/** Fills the file system of `dir` up to the last block; returns the filler's path. */
-function fill(dir: string): string {
-  const path = join(dir, 'filler');
-  const fd = openSync(path, 'w');
-  const chunk = Buffer.alloc(64 * 1024);
-  try {
-    for (;;) writeSync(fd, chunk);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error;
-    for (let size = 32 * 1024; size >= 512; size /= 2) {
-      try {
-        for (;;) writeSync(fd, chunk.subarray(0, size));
-      } catch {}
-    }
-  } finally {
-    closeSync(fd);
-  }
-  return path;
-}
+import { fill, type Service, startService } from './helpers.js';
 
 const test = suite<{ dir: string; service: Service }>('disk full');
 

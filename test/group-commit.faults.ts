@@ -9,8 +9,8 @@ import Database from 'better-sqlite3';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { userSample } from './fixtures.js';
-import { type Answer, burst, fill, type Row, readFile, type Write } from './group-commit.helpers.js';
-import { type Process, request, spawnService } from './helpers.js';
+import { type Answer, burst, type Row, readFile, type Write } from './group-commit.helpers.js';
+import { fill, type Process, request, spawnService } from './helpers.js';
 
 const test = suite<{ dir: string }>('disk full during a group');
 

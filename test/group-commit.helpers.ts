@@ -1,8 +1,6 @@
 // Helpers of the group-commit suites (group-commit.test.ts, group-commit.faults.ts): a burst of
-// writes that reach the service together, whole-table reads of the SQLite file, and the disk filler.
-import { closeSync, openSync, writeSync } from 'node:fs';
+// writes that reach the service together and whole-table reads of the SQLite file.
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
-import { join } from 'node:path';
 import * as assert from 'uvu/assert';
 import { inspect, request } from './helpers.js';
 
@@ -107,24 +105,4 @@ export function readFile(path: string): { users: Map<number, Row>; pets: Map<num
       foreignKeys: db.pragma('foreign_key_check') as unknown[],
     };
   });
-}
-
-/** Fills the file system of `dir` up to the last block (as disk.faults.ts does); returns the filler's path. */
-export function fill(dir: string): string {
-  const path = join(dir, 'filler');
-  const fd = openSync(path, 'w');
-  const chunk = Buffer.alloc(64 * 1024);
-  try {
-    for (;;) writeSync(fd, chunk);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error;
-    for (let size = 32 * 1024; size >= 512; size /= 2) {
-      try {
-        for (;;) writeSync(fd, chunk.subarray(0, size));
-      } catch {}
-    }
-  } finally {
-    closeSync(fd);
-  }
-  return path;
 }

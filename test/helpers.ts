@@ -2,7 +2,7 @@
 // or spawn the real entry point as a process. No database is mocked anywhere. Both serve the tests'
 // own pet shop (test/pet-shop/), never the user's src/db/schema.ts; spawned processes never outlive the tests.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, cpSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -246,3 +246,23 @@ export async function runScript(
 
 /** Runs the real entry point to completion (for start-up failures). */
 export const runService = (env: Record<string, string>) => runScript('main.js', env);
+
+/** Fills the file system of `dir` up to the last block; returns the filler's path. */
+export function fill(dir: string): string {
+  const path = join(dir, 'filler');
+  const fd = openSync(path, 'w');
+  const chunk = Buffer.alloc(64 * 1024);
+  try {
+    for (;;) writeSync(fd, chunk);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error;
+    for (let size = 32 * 1024; size >= 512; size /= 2) {
+      try {
+        for (;;) writeSync(fd, chunk.subarray(0, size));
+      } catch {}
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return path;
+}
