@@ -157,10 +157,11 @@ function sendElement(req: Request, res: Response, row: Row): void {
 }
 
 /** The If-Match / If-None-Match check of a write, run on the current row inside its transaction. */
-const preconditionsOf =
-  (req: Request): Check =>
-  (current) =>
-    void evaluatePreconditions(req.method as string, req.headers, etagOfRow(current));
+function preconditionsOf(req: Request): Check {
+  // Without a precondition there is nothing to compare: the current row's ETag is not computed.
+  if (req.headers['if-match'] === undefined && req.headers['if-none-match'] === undefined) return () => undefined;
+  return (current) => void evaluatePreconditions(req.method as string, req.headers, etagOfRow(current));
+}
 
 function locationOf(resource: Resource, row: Row): string {
   return `/${resource.name}/${encodeURIComponent(String(row[resource.primaryKey.key]))}`;
