@@ -34,5 +34,4 @@ EXPOSE 3000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 STOPSIGNAL SIGTERM
-# --max-semi-space-size=4: see README, Operations (peak memory)
-CMD ["node", "--max-semi-space-size=4", "dist/main.js"]
+CMD ["node", "dist/main.js"]
