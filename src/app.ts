@@ -12,7 +12,7 @@ import type { DatabaseHandle } from './db/client.js';
 import { probeWrite } from './db/client.js';
 import { MIGRATIONS_FOLDER, migrationStatus } from './db/migrate.js';
 import * as defaultSchema from './db/schema.js';
-import { createDocsAssets, DOCS_CSP, DOCS_HTML, DOCS_INIT } from './docs.js';
+import { DOCS_CSP, DOCS_HTML, docsEndpoints } from './docs.js';
 import { ApiError, toProblem } from './errors.js';
 import { createGuards } from './guards.js';
 import { type JsonResponse, send, sendJson, sendProblem, sendText } from './http.js';
@@ -62,44 +62,6 @@ function serviceEndpoint(
   produces = 'application/json',
 ): Endpoint & { summary: string; produces: string } {
   return { path, methods: READ_METHODS, handlers: { GET: get }, produces, summary };
-}
-
-/** Media types of the documentation's static files, by extension. */
-const STATIC_TYPES: Record<string, string> = { css: 'text/css', js: 'text/javascript', png: 'image/png' };
-
-/**
- * The documentation's static files: /docs/init.js and the Swagger UI files the page loads, read-only
- * (GET and HEAD serve them, OPTIONS lists that, the rest is a 405), routed like any endpoint.
- */
-function docsEndpoints(): Endpoint[] {
-  const assets = createDocsAssets();
-  const init: Endpoint = {
-    path: '/docs/init.js',
-    methods: READ_METHODS,
-    produces: 'text/javascript',
-    handlers: { GET: (_req, res) => sendText(res, 'text/javascript', DOCS_INIT, { 'Content-Security-Policy': DOCS_CSP }) },
-  };
-  return [
-    init,
-    ...assets.files.map(
-      (file): Endpoint => ({
-        path: `${assets.base}${file}`,
-        methods: READ_METHODS,
-        produces: STATIC_TYPES[file.split('.').pop() ?? ''] ?? 'application/octet-stream',
-        negotiates: false,
-        handlers: {
-          GET: (req, res) => {
-            res.setHeader('Content-Security-Policy', DOCS_CSP);
-            // sirv serves from the package folder: it reads the file's path below the prefix from req.url.
-            req.url = file;
-            assets.serve(req as never, res, () => {
-              throw new ApiError('notFound', `Nothing is served at ${req.path}.`);
-            });
-          },
-        },
-      }),
-    ),
-  ];
 }
 
 /** Why the service cannot serve, or undefined when it can. */

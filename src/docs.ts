@@ -2,6 +2,10 @@
 // (no CDN, works offline and in a locked-down container), pointed at /openapi.json.
 import { createRequire } from 'node:module';
 import sirv from 'sirv';
+import type { Endpoint } from './api/compile.js';
+import { ApiError } from './errors.js';
+import { sendText } from './http.js';
+import { READ_METHODS } from './resources.js';
 
 // Only the path helper: the package's index would load the whole Swagger UI bundle into the server.
 const getAbsoluteFSPath = createRequire(import.meta.url)('swagger-ui-dist/absolute-path.js') as () => string;
@@ -31,14 +35,52 @@ export const DOCS_HTML = `<!doctype html>
 `;
 
 /** Started by the page (a file, not inline, so the CSP needs no 'unsafe-inline' for scripts). */
-export const DOCS_INIT = `window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', deepLinking: true });\n`;
+const DOCS_INIT = `window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', deepLinking: true });\n`;
 
 /**
  * The Swagger UI files the page loads, and only those (the package also holds a stock demo page
  * pointed at someone else's API): `files` are their paths below `base`, each routed on its own;
  * `serve` answers GET/HEAD for one (sirv: ETags, caching) given its path below `base`.
  */
-export function createDocsAssets() {
+function createDocsAssets() {
   const files = ['/swagger-ui.css', '/swagger-ui-bundle.js', '/favicon-16x16.png', '/favicon-32x32.png'];
   return { base: DOCS_ASSETS, files, serve: sirv(getAbsoluteFSPath(), { etag: true, maxAge: 3600 }) };
+}
+
+/** Media types of the documentation's static files, by extension. */
+const STATIC_TYPES: Record<string, string> = { css: 'text/css', js: 'text/javascript', png: 'image/png' };
+
+/**
+ * The documentation's static files: /docs/init.js and the Swagger UI files the page loads, read-only
+ * (GET and HEAD serve them, OPTIONS lists that, the rest is a 405), routed like any endpoint.
+ */
+export function docsEndpoints(): Endpoint[] {
+  const assets = createDocsAssets();
+  const init: Endpoint = {
+    path: '/docs/init.js',
+    methods: READ_METHODS,
+    produces: 'text/javascript',
+    handlers: { GET: (_req, res) => sendText(res, 'text/javascript', DOCS_INIT, { 'Content-Security-Policy': DOCS_CSP }) },
+  };
+  return [
+    init,
+    ...assets.files.map(
+      (file): Endpoint => ({
+        path: `${assets.base}${file}`,
+        methods: READ_METHODS,
+        produces: STATIC_TYPES[file.split('.').pop() ?? ''] ?? 'application/octet-stream',
+        negotiates: false,
+        handlers: {
+          GET: (req, res) => {
+            res.setHeader('Content-Security-Policy', DOCS_CSP);
+            // sirv serves from the package folder: it reads the file's path below the prefix from req.url.
+            req.url = file;
+            assets.serve(req as never, res, () => {
+              throw new ApiError('notFound', `Nothing is served at ${req.path}.`);
+            });
+          },
+        },
+      }),
+    ),
+  ];
 }

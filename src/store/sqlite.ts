@@ -407,11 +407,17 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
     });
   }
 
+  /** The row with key `id`, or undefined. */
+  function find(id: Id): Row | undefined {
+    const values = byId.get(id) as unknown[] | undefined;
+    return values && toRow(values);
+  }
+
   /** The current row inside a write, or a 404. */
   function current(id: Id): Row {
-    const values = byId.get(id) as unknown[] | undefined;
-    if (!values) throw notFound(resource, id);
-    return toRow(values);
+    const row = find(id);
+    if (!row) throw notFound(resource, id);
+    return row;
   }
 
   /** Prepared on first use: only a cursor after a long text value needs them (and a WITHOUT ROWID table has no rowid). */
@@ -458,10 +464,7 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
   const rowidOf = (row: Row) => rowid().rowidByKey.get(encoded(pk, row[resource.primaryKey.key])) as number;
 
   return {
-    get(id) {
-      const values = byId.get(id) as unknown[] | undefined;
-      return values && toRow(values);
-    },
+    get: find,
     exists: (id) => byId.get(id) !== undefined,
     list(query, scope): Page {
       const after = positionOf(query);
