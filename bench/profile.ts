@@ -1,7 +1,8 @@
 // Profiles the compiled service under one benchmark scenario: runs it with `node --cpu-prof`, loads
 // it with autocannon, and prints where the CPU went (self time by package and by function).
-// Usage: npm run build && tsx bench/profile.ts [--path /users/1] [--method GET] [--body '{…}'] [--seconds 5]
-import { spawn } from 'node:child_process';
+// Usage: npm run build && tsx bench/profile.ts [--path /users/1] [--method GET] [--body '{…}'] [--seconds 5] [--wrk]
+// (--wrk: GET load from Debian's wrk pinned to core 0, 32 connections, which keeps the server busier than autocannon can)
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +18,7 @@ const { values: args } = parseArgs({
     body: { type: 'string' },
     seconds: { type: 'string', default: '5' },
     rows: { type: 'string', default: '1000' },
+    wrk: { type: 'boolean', default: false },
   },
 });
 const dir = mkdtempSync(join(tmpdir(), 'restable-profile-'));
@@ -34,10 +36,16 @@ const child = spawn('taskset', ['-c', '1', process.execPath, '--cpu-prof', `--cp
 });
 await new Promise((r) => setTimeout(r, 1000));
 let n = 0;
+if (args.wrk) {
+  const out = execFileSync('taskset', ['-c', '0', 'wrk', '-t1', '-c32', `-d${args.seconds}s`, `http://127.0.0.1:39199${args.path}`], {
+    encoding: 'utf8',
+  });
+  console.log(/Requests\/sec:.*/.exec(out)?.[0]);
+}
 const result = await autocannon({
   url: 'http://127.0.0.1:39199',
   connections: 10,
-  duration: Number(args.seconds),
+  duration: args.wrk ? 0.1 : Number(args.seconds),
   requests: [
     {
       setupRequest: (req) => ({

@@ -204,7 +204,7 @@ function afterCursor(sort: SortKey[], params: (Placeholder | undefined)[]): SQL 
 
 /**
  * What makes two list queries the same prepared statement: fields, operators, list lengths,
- * null tests, scope, order and which cursor values are null (values themselves are parameters).
+ * null tests, scope, order, which cursor values are null and the limit (other values are parameters).
  */
 function shapeOf(query: ListQuery, scope: Scope | undefined, counting: boolean, after = query.after): string {
   let filters = '';
@@ -216,7 +216,7 @@ function shapeOf(query: ListQuery, scope: Scope | undefined, counting: boolean, 
   let order = '';
   for (const k of query.sort) order += `${k.descending ? '-' : ''}${k.field.key},`;
   const cursor = after ? after.map((v) => (v === null ? 'n' : 'v')).join('') : '';
-  return `rows|${parts}|${order}|${cursor}`;
+  return `rows|${parts}|${order}|${cursor}|${query.limit}`;
 }
 
 /** Prepared statements per query shape; bounded, since clients choose the shapes. */
@@ -475,7 +475,6 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
       const scopeParam = scope && b.bind(scope.value, scopeColumn as SQLiteColumn);
       const countParams = query.count ? { ...b.params } : undefined;
       const cursorParams = after?.map((value, i) => (value === null ? undefined : b.bind(value, (query.sort[i] as SortKey).field.column)));
-      b.params.limit = query.limit + 1;
       const filters = () =>
         and(...query.filters.map((f, i) => conditionOf(f, bound[i] as Placeholder[])), scopeColumn && eq(scopeColumn, scopeParam));
       const rows = cached(listStatements, shapeOf(query, scope, false, after), () =>
@@ -485,7 +484,9 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
             .from(table)
             .where(and(filters(), cursorParams && afterCursor(query.sort, cursorParams)))
             .orderBy(...query.sort.map(({ field, descending }) => (descending ? desc(field.column) : asc(field.column))))
-            .limit(sql.placeholder('limit')),
+            // A literal, not a parameter: SQLite (with STAT4, as better-sqlite3 builds it) re-prepares a
+            // statement at every run when its LIMIT is a bound value (2.3x the cost of a 100-row page).
+            .limit(sql.raw(String(query.limit + 1)) as never),
         ),
       );
       const values = rows.statement.all(rows.args(b.params)) as unknown[][];
