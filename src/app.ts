@@ -7,10 +7,11 @@ import polka, { type Polka, type Request as PolkaRequest } from 'polka';
 import { type CompiledEndpoint, compile, createResourceEndpoints, type Endpoint, type Request, type Response } from './api/compile.js';
 import { createRouteTable } from './api/routes.js';
 import type { Config } from './config.js';
-import { createCursorCodec, readCursorKey } from './cursor.js';
+import { createCursorCodec } from './cursor.js';
 import type { DatabaseHandle } from './db/client.js';
-import { probeWrite } from './db/client.js';
-import { MIGRATIONS_FOLDER, migrationStatus } from './db/migrate.js';
+import { MIGRATIONS_FOLDER } from './db/migrate.js';
+import { PG_MIGRATIONS_FOLDER } from './db/pg-migrate.js';
+import { isPostgres, type PostgresHandle } from './db/postgres.js';
 import * as defaultSchema from './db/schema.js';
 import { DOCS_CSP, DOCS_HTML, docsEndpoints } from './docs.js';
 import { ApiError, toProblem } from './errors.js';
@@ -21,15 +22,17 @@ import { toOpenApi } from './openapi.js';
 import { normalizeTarget } from './protocol.js';
 import { parseRequestUrl } from './query-string.js';
 import { createRegistry, READ_METHODS, type Registry } from './resources.js';
-import { createSqliteStore, unavailableFrom } from './store/sqlite.js';
+import { createBackend } from './store/backend.js';
+import { type MaybePromise, then } from './store/store.js';
 
 export interface AppOptions {
-  database: DatabaseHandle;
+  /** An open SQLite database, or a PostgreSQL pool; migrated either way. */
+  database: DatabaseHandle | PostgresHandle;
   config: Config;
   logger: Logger;
   /** The schema module to serve; the shipped pet shop by default. */
   schema?: Record<string, unknown>;
-  /** Where this code's migrations live (for /readyz); the committed folder by default. */
+  /** Where this code's migrations for the database's engine live (for /readyz); the committed folder by default. */
   migrationsFolder?: string;
 }
 
@@ -40,8 +43,10 @@ export interface App {
   handler: RequestListener;
   /** Every endpoint the app routes (service and resource), for documentation checks. */
   endpoints: Endpoint[];
+  /** Settles once the app has read what it needs from the database at start (listen after it). */
+  ready: Promise<void>;
   /** Deletes expired idempotency keys in batches; runs on a timer, exposed for tests. */
-  purgeExpiredKeys: () => number;
+  purgeExpiredKeys: () => MaybePromise<number>;
   /** Starts a graceful stop: /readyz answers 503 and responses close their connections. */
   beginShutdown: () => void;
   /** Stops the app's timers (the database stays open: its owner closes it). */
@@ -64,31 +69,17 @@ function serviceEndpoint(
   return { path, methods: READ_METHODS, handlers: { GET: get }, produces, summary };
 }
 
-/** Why the service cannot serve, or undefined when it can. */
-function notReadyReason(
-  database: DatabaseHandle,
-  migrationsFolder: string,
-  shuttingDown: boolean,
-  writeFailure: () => string | undefined,
-): string | undefined {
-  if (shuttingDown) return 'the service is shutting down';
-  if (!database.sqlite.open) return 'the database is closed';
-  const failure = writeFailure();
-  if (failure) return `writes are failing (${failure}); reads still work`;
-  const { pending } = migrationStatus(database, migrationsFolder);
-  return pending.length > 0 ? `${pending.length} migration(s) pending: ${pending.join(', ')}` : undefined;
-}
-
 /** Builds the HTTP application for one open, migrated database. */
-export function createApp({ database, config, logger, schema = defaultSchema, migrationsFolder = MIGRATIONS_FOLDER }: AppOptions): App {
+export function createApp({ database, config, logger, schema = defaultSchema, migrationsFolder }: AppOptions): App {
   const registry = createRegistry(schema);
   let shuttingDown = false;
-  /** Why writes last failed (disk full, read-only file system…); cleared once a probe write succeeds. */
-  let writeFailure: string | undefined;
-  const currentWriteFailure = () => {
-    if (writeFailure && probeWrite(database) === undefined) writeFailure = undefined;
-    return writeFailure;
-  };
+  const backend = createBackend(database, {
+    schema,
+    resources: registry.resources,
+    config,
+    migrationsFolder: migrationsFolder ?? (isPostgres(database) ? PG_MIGRATIONS_FOLDER : MIGRATIONS_FOLDER),
+  });
+  const { store } = backend;
   const services: ReturnType<typeof serviceEndpoint>[] = [
     serviceEndpoint('/', 'The API index: every resource kind and the service links', (_req, res) =>
       sendJson(res, 200, {
@@ -97,11 +88,12 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
       }),
     ),
     serviceEndpoint('/healthz', '200 while the process serves', (_req, res) => sendJson(res, 200, { status: 'ok' })),
-    serviceEndpoint('/readyz', '200 when the database is open and migrated, else 503', (_req, res) => {
-      const reason = notReadyReason(database, migrationsFolder, shuttingDown, currentWriteFailure);
-      if (reason) throw new ApiError('unavailable', `Not ready: ${reason}.`);
-      sendJson(res, 200, { status: 'ready' });
-    }),
+    serviceEndpoint('/readyz', '200 when the database is open and migrated, else 503', (_req, res) =>
+      then(shuttingDown ? 'the service is shutting down' : backend.notReady(), (reason) => {
+        if (reason) throw new ApiError('unavailable', `Not ready: ${reason}.`);
+        sendJson(res, 200, { status: 'ready' });
+      }),
+    ),
     serviceEndpoint('/openapi.json', 'This OpenAPI 3.1 document', (_req, res) => send(res, openapi)),
     serviceEndpoint(
       '/docs',
@@ -123,21 +115,13 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
       }),
     ),
   };
-  const store = createSqliteStore(database.sqlite, database.db, registry.resources);
-  /** Read (or made and stored) on first use; a database that cannot store it yet answers 503. */
-  const cursors = createCursorCodec(() => {
-    try {
-      return readCursorKey(database.db, config.cursorSecret);
-    } catch (error) {
-      throw unavailableFrom(error) ?? error;
-    }
-  });
+  /** Read (or made and stored) on first use; a database that cannot give it yet answers 503. */
+  const cursors = createCursorCodec(backend.cursorKey);
   const endpoints = [...services, ...createResourceEndpoints(registry, store, config, cursors)];
   const table = createRouteTable([...endpoints, ...docsEndpoints()].map((endpoint) => ({ path: endpoint.path, value: compile(endpoint) })));
 
   const onError = (error: unknown, req: PolkaRequest, res: Response) => {
-    const problem = toProblem(error, req.path ?? req.url);
-    if (error instanceof ApiError && error.code === 'unavailable' && error.cause instanceof Error) writeFailure = error.cause.message;
+    const problem = toProblem(backend.unavailableFrom(error) ?? error, req.path ?? req.url);
     if (problem.unexpected)
       logger.error({ err: error, requestId: (req as { id?: string }).id, method: req.method, url: req.url }, 'request failed');
     sendProblem(res, problem);
@@ -181,10 +165,10 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
   for (const shape of ['/', '/:a', '/:a/:b', '/:a/:b/:c']) app.all(shape, guarded(serve) as never);
 
   /** Purges every expired key, a batch at a time, yielding to requests between batches. */
-  const purgeAll = () => {
-    if (!database.sqlite.open) return;
+  const purgeAll = async () => {
+    if (!backend.isOpen()) return;
     try {
-      if (store.purgeExpiredKeys(PURGE_BATCH) === PURGE_BATCH) setImmediate(purgeAll);
+      if ((await store.purgeExpiredKeys(PURGE_BATCH)) === PURGE_BATCH) setImmediate(purgeAll);
     } catch (error) {
       logger.warn({ err: error }, 'purging expired idempotency keys failed; will retry');
     }
@@ -199,6 +183,7 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
       normalizeTarget(req);
       app.handler(req as PolkaRequest, res, undefined as never);
     },
+    ready: backend.ready,
     purgeExpiredKeys: () => store.purgeExpiredKeys(PURGE_BATCH),
     beginShutdown: () => {
       shuttingDown = true;

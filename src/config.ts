@@ -51,6 +51,39 @@ export const VARIABLES = {
     doc: 'SQLite synchronous level: FULL (an acknowledged write survives power loss), NORMAL (survives a process crash), OFF or EXTRA',
     schema: z.enum(['OFF', 'NORMAL', 'FULL', 'EXTRA']),
   },
+  databaseUrl: {
+    env: 'DATABASE_URL',
+    default: undefined,
+    doc: 'postgres://user:password@host:port/database to serve from PostgreSQL (15 or newer) instead of SQLite; unset: SQLite at DATABASE_PATH',
+    schema: z
+      .string()
+      .refine((raw) => /^postgres(ql)?:\/\/./.test(raw) && URL.canParse(raw), 'a postgres:// URL')
+      .optional(),
+  },
+  pgPoolSize: {
+    env: 'PG_POOL_SIZE',
+    default: '10',
+    doc: "PostgreSQL connections each process may open (processes × instances × this must stay under the server's max_connections)",
+    schema: wholeNumber(1, 1000),
+  },
+  pgConnectTimeoutMs: {
+    env: 'PG_CONNECT_TIMEOUT_MS',
+    default: '5000',
+    doc: 'how long a request waits for a PostgreSQL connection (a new one, or a free one of a busy pool) before a 503',
+    schema: positiveInt,
+  },
+  pgStatementTimeoutMs: {
+    env: 'PG_STATEMENT_TIMEOUT_MS',
+    default: '30000',
+    doc: 'PostgreSQL cancels a statement that runs longer (statement_timeout); the request gets a 503',
+    schema: positiveInt,
+  },
+  pgIdleTimeoutMs: {
+    env: 'PG_IDLE_TIMEOUT_MS',
+    default: '30000',
+    doc: 'an idle PostgreSQL connection is closed after this long',
+    schema: positiveInt,
+  },
   maxBodyBytes: {
     env: 'MAX_BODY_BYTES',
     default: '1048576',
@@ -148,7 +181,8 @@ export function parseConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const raw = env[variable.env] === undefined || env[variable.env] === '' ? variable.default : env[variable.env];
     const result = variable.schema.safeParse(raw);
     if (!result.success) {
-      const shown = variable.env.startsWith('AUTH_') || variable.env === 'CURSOR_SECRET' ? '(hidden)' : JSON.stringify(raw);
+      const secret = variable.env.startsWith('AUTH_') || variable.env === 'CURSOR_SECRET' || variable.env === 'DATABASE_URL';
+      const shown = secret ? '(hidden)' : JSON.stringify(raw);
       throw new ConfigError(`${variable.env}=${shown} is invalid: expected ${variable.doc}`);
     }
     config[key] = result.data;
@@ -161,4 +195,14 @@ export function parseConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError('MAX_BODY_BYTES_IN_FLIGHT must be at least MAX_BODY_BYTES, or no body of the largest size could ever be read');
   if (parsed.headersTimeoutMs > parsed.requestTimeoutMs) throw new ConfigError('HEADERS_TIMEOUT_MS must not exceed REQUEST_TIMEOUT_MS');
   return parsed;
+}
+
+/** The pool settings of a PostgreSQL configuration. */
+export function postgresOptions(config: Config) {
+  return {
+    poolSize: config.pgPoolSize,
+    connectTimeoutMs: config.pgConnectTimeoutMs,
+    statementTimeoutMs: config.pgStatementTimeoutMs,
+    idleTimeoutMs: config.pgIdleTimeoutMs,
+  };
 }

@@ -26,7 +26,7 @@ export const MAX_CARRIED_BYTES = 64;
 const MAC_CHARS = 22; // 16 bytes of HMAC-SHA256 in base64url: 128 bits is plenty against forgery
 const VERSION = 'restable-cursor-1';
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
-const SECRET_NAME = 'cursor';
+export const CURSOR_SECRET_NAME = 'cursor';
 
 /** A short digest of a long text value (not secret: the MAC protects the cursor that carries it). */
 export function digestOf(text: string): string {
@@ -97,11 +97,11 @@ export function createCursorCodec(key: () => Buffer): CursorCodec {
  */
 export function readCursorKey(db: Db, configured: string | undefined): Buffer {
   if (configured !== undefined) return Buffer.from(configured, 'utf8');
-  const stored = () => db.select({ value: secrets.value }).from(secrets).where(eq(secrets.name, SECRET_NAME)).get()?.value;
+  const stored = () => db.select({ value: secrets.value }).from(secrets).where(eq(secrets.name, CURSOR_SECRET_NAME)).get()?.value;
   let value = stored();
   if (value === undefined) {
     db.insert(secrets)
-      .values({ name: SECRET_NAME, value: randomBytes(32).toString('base64url') })
+      .values({ name: CURSOR_SECRET_NAME, value: randomBytes(32).toString('base64url') })
       .onConflictDoNothing()
       .run();
     value = stored() as string;

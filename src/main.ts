@@ -4,9 +4,11 @@
 import cluster from 'node:cluster';
 import type { Logger } from 'pino';
 import { createApp } from './app.js';
-import { type Config, ConfigError, parseConfig } from './config.js';
-import { closeDatabase, DatabaseOpenError, openDatabase } from './db/client.js';
+import { type Config, ConfigError, parseConfig, postgresOptions } from './config.js';
+import { closeDatabase, type DatabaseHandle, DatabaseOpenError, openDatabase } from './db/client.js';
 import { applyMigrations, MigrationError } from './db/migrate.js';
+import { applyPgMigrations } from './db/pg-migrate.js';
+import { closePostgres, isPostgres, openPostgres, type PostgresHandle } from './db/postgres.js';
 import { startRateLimitPrimary } from './load.js';
 import { createLogger } from './logger.js';
 import { RegistryError } from './resources.js';
@@ -17,8 +19,31 @@ class ListenError extends Error {
   override name = 'ListenError';
 }
 
+type Database = DatabaseHandle | PostgresHandle;
+
+/** Closes either engine's handle (PostgreSQL: waits for connections in use, then ends the pool). */
+async function close(database: Database): Promise<void> {
+  if (isPostgres(database)) await closePostgres(database);
+  else closeDatabase(database);
+}
+
+/** Connects to PostgreSQL and applies its pending migrations (one instance at a time: an advisory lock). */
+async function migratePostgres(url: string, config: Config, logger: Logger): Promise<PostgresHandle> {
+  const database = openPostgres(url, postgresOptions(config));
+  try {
+    const { applied } = await applyPgMigrations(database);
+    logger.info({ database: database.url, applied }, applied.length ? `applied ${applied.length} migration(s)` : 'database is up to date');
+    return database;
+  } catch (error) {
+    await closePostgres(database);
+    if (error instanceof MigrationError) throw error;
+    throw new DatabaseOpenError(`cannot use the PostgreSQL database ${database.url}: ${(error as Error).message}`);
+  }
+}
+
 /** Opens the database and applies pending migrations, logging what was applied. */
-async function migrate(config: Config, logger: Logger) {
+async function migrate(config: Config, logger: Logger): Promise<Database> {
+  if (config.databaseUrl) return migratePostgres(config.databaseUrl, config, logger);
   const database = openDatabase(config.databasePath, config.databaseSynchronous);
   try {
     const { applied, backup } = await applyMigrations(database);
@@ -40,9 +65,10 @@ async function serve(config: Config, logger: Logger): Promise<void> {
   try {
     app = createApp({ database, config, logger });
   } catch (error) {
-    closeDatabase(database);
+    await close(database);
     throw error;
   }
+  await app.ready;
   const server = createHttpServer(app.handler, config, logger);
   try {
     await new Promise<void>((resolve, reject) => {
@@ -51,13 +77,13 @@ async function serve(config: Config, logger: Logger): Promise<void> {
     });
   } catch (error) {
     app.close();
-    closeDatabase(database);
+    await close(database);
     const { code, message } = error as NodeJS.ErrnoException;
     throw new ListenError(`cannot listen on ${config.host}:${config.port}: ${code ?? message}`);
   }
   const address = server.address();
   const where = typeof address === 'object' && address ? `http://${config.host}:${address.port}` : String(address);
-  logger.info({ address: where, database: config.databasePath }, `restable listening on ${where}`);
+  logger.info({ address: where, database: isPostgres(database) ? database.url : config.databasePath }, `restable listening on ${where}`);
 
   /**
    * Stop accepting, answer /readyz with 503, let requests in flight finish (bounded), then
@@ -67,7 +93,7 @@ async function serve(config: Config, logger: Logger): Promise<void> {
   const stop = (reason: string) => {
     if (stopping) {
       logger.warn({ reason }, 'second signal: stopping now, dropping requests in flight');
-      closeDatabase(database);
+      if (!isPostgres(database)) closeDatabase(database); // PostgreSQL rolls back what the dropped connections held
       process.exit(1);
     }
     stopping = true;
@@ -77,11 +103,11 @@ async function serve(config: Config, logger: Logger): Promise<void> {
       logger.warn('requests still in flight after the grace period; closing their connections');
       server.closeAllConnections();
     }, config.shutdownTimeoutMs).unref();
-    server.close(() => {
+    server.close(async () => {
       clearTimeout(force);
       app.close();
-      closeDatabase(database);
-      logger.info('stopped: database checkpointed and closed');
+      await close(database);
+      logger.info(isPostgres(database) ? 'stopped: connection pool drained and closed' : 'stopped: database checkpointed and closed');
       process.exitCode = 0;
       if (cluster.isWorker) process.disconnect();
     });
@@ -100,7 +126,7 @@ async function serve(config: Config, logger: Logger): Promise<void> {
 
 /** The cluster primary: migrates once, forks the workers, replaces crashed ones, stops them all. */
 async function supervise(config: Config, logger: Logger): Promise<void> {
-  closeDatabase(await migrate(config, logger));
+  await close(await migrate(config, logger));
   if (config.rateLimit) startRateLimitPrimary();
   let stopping = false;
   cluster.on('exit', (worker, code, signal) => {

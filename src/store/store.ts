@@ -63,7 +63,7 @@ export interface KindStore {
 export interface Store {
   of(resource: Resource): KindStore;
   /** Deletes up to `batch` expired Idempotency-Keys; returns how many. */
-  purgeExpiredKeys(batch: number): number;
+  purgeExpiredKeys(batch: number): MaybePromise<number>;
   /** Commits every write queued now (before a shutdown closes the database). */
   flush(): void;
 }

@@ -1,0 +1,228 @@
+// `npm run db:generate [-- --name <what_changed>]`: drizzle-kit's SQLite migration, then the PostgreSQL one
+// (drizzle-kit's API over toPgTables, in drizzle-kit's folder format); `--check` exits 1 when either set drifts.
+// Development only (run through tsx): drizzle-kit is a devDependency, so nothing the service loads imports this.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import {
+  type DrizzleSnapshotJSON,
+  type DrizzleSQLiteSnapshotJSON,
+  generateDrizzleJson,
+  generateMigration,
+  generateSQLiteDrizzleJson,
+  generateSQLiteMigration,
+} from 'drizzle-kit/api';
+import * as internal from '../db/internal-schema.js';
+import { toPgTables } from '../db/pg-schema.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/** What `npm run db:generate` works on when no option says otherwise. */
+export const DEFAULTS = { schema: join(ROOT, 'src/db/schema.ts'), out: join(ROOT, 'migrations/pg') };
+
+/** drizzle-kit writes this between statements; drizzle's migrator splits on it. */
+const BREAKPOINT = '--> statement-breakpoint\n';
+
+/** A failure its message explains in full (printed without a stack trace). */
+class UsageError extends Error {}
+
+interface JournalEntry {
+  idx: number;
+  version: string;
+  when: number;
+  tag: string;
+  breakpoints: boolean;
+}
+
+interface Journal {
+  version: string;
+  dialect: string;
+  entries: JournalEntry[];
+}
+
+/** A schema module and the two migration folders generated from it (with the internal tables). */
+export interface SchemaMigrations {
+  /** The schema's exports (the internal tables are added here, not by the caller). */
+  schema: Record<string, unknown>;
+  /** The PostgreSQL migrations (migrations/pg). */
+  pgFolder: string;
+  /** drizzle-kit's SQLite migrations (migrations/). */
+  sqliteFolder: string;
+}
+
+/** A backend whose migrations do not produce the schema: the statements a new migration would hold. */
+export interface Drift {
+  backend: 'PostgreSQL' | 'SQLite';
+  folder: string;
+  statements: string[];
+}
+
+/** The exports of a schema module, loaded by path (TypeScript through tsx). */
+export async function loadSchema(path: string): Promise<Record<string, unknown>> {
+  return { ...(await import(pathToFileURL(resolve(path)).href)) };
+}
+
+function readJournal(folder: string, dialect: string): Journal {
+  const path = join(folder, 'meta', '_journal.json');
+  return existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as Journal) : { version: '7', dialect, entries: [] };
+}
+
+/** The snapshot drizzle-kit wrote with the newest migration in `folder`, if it holds any. */
+function latestSnapshot<T>(folder: string): T | undefined {
+  const meta = join(folder, 'meta');
+  if (!existsSync(meta)) return undefined;
+  const newest = readdirSync(meta)
+    .filter((f) => f.endsWith('_snapshot.json'))
+    .sort()
+    .at(-1);
+  return newest ? (JSON.parse(readFileSync(join(meta, newest), 'utf8')) as T) : undefined;
+}
+
+/**
+ * Names both added and removed (tables, or a table's columns) make drizzle-kit ask whether one
+ * was renamed: a prompt that would hang a check. Such a pair is drift whatever the answer.
+ */
+function renameQuestion(prev: { tables: object }, cur: { tables: object }): string | undefined {
+  const prevTables = prev.tables as Record<string, { columns: object }>;
+  const curTables = cur.tables as Record<string, { columns: object }>;
+  const added = (from: object, to: object) => Object.keys(to).filter((k) => !(k in from));
+  const [addedTables, removedTables] = [added(prevTables, curTables), added(curTables, prevTables)];
+  if (addedTables.length && removedTables.length)
+    return `tables added (${addedTables.join(', ')}) and removed (${removedTables.join(', ')})`;
+  for (const [name, table] of Object.entries(curTables)) {
+    const before = prevTables[name];
+    if (!before) continue;
+    const [addedColumns, removedColumns] = [added(before.columns, table.columns), added(table.columns, before.columns)];
+    if (addedColumns.length && removedColumns.length)
+      return `${name}: columns added (${addedColumns.join(', ')}) and removed (${removedColumns.join(', ')})`;
+  }
+  return undefined;
+}
+
+/**
+ * The PostgreSQL snapshot of `schema` (chained to `folder`'s newest) and the statements that take
+ * `folder` there. A check answers drizzle-kit's rename question itself instead of prompting.
+ */
+async function pgDiff(schema: Record<string, unknown>, folder: string, check = false) {
+  const committed = latestSnapshot<DrizzleSnapshotJSON>(folder);
+  const prev = committed ?? generateDrizzleJson({});
+  const cur = generateDrizzleJson(toPgTables({ ...schema, ...internal }), committed?.id);
+  const question = renameQuestion(prev, cur);
+  if (question && check) return { cur, statements: [`-- ${question}`] };
+  if (question && !(process.stdin.isTTY && process.stdout.isTTY))
+    throw new UsageError(`${question}: drizzle-kit has to ask whether that is a rename; run the command in a terminal`);
+  return { cur, statements: await generateMigration(prev, cur) };
+}
+
+async function sqliteStatements(schema: Record<string, unknown>, folder: string): Promise<string[]> {
+  const prev = latestSnapshot<DrizzleSQLiteSnapshotJSON>(folder) ?? (await generateSQLiteDrizzleJson({}));
+  const cur = await generateSQLiteDrizzleJson({ ...schema, ...internal });
+  const question = renameQuestion(prev, cur);
+  return question ? [`-- ${question}`] : generateSQLiteMigration(prev, cur);
+}
+
+/**
+ * Compares the schema (with the internal tables) with the newest snapshot of each migrations
+ * folder, as `drizzle-kit generate` would; changes nothing. Empty: both sets are up to date.
+ */
+export async function checkDrift({ schema, pgFolder, sqliteFolder }: SchemaMigrations): Promise<Drift[]> {
+  const drifts: Drift[] = [];
+  const pg = (await pgDiff(schema, pgFolder, true)).statements;
+  if (pg.length) drifts.push({ backend: 'PostgreSQL', folder: pgFolder, statements: pg });
+  const sqlite = await sqliteStatements(schema, sqliteFolder);
+  if (sqlite.length) drifts.push({ backend: 'SQLite', folder: sqliteFolder, statements: sqlite });
+  return drifts;
+}
+
+/**
+ * Writes the PostgreSQL migration that takes `folder`'s newest snapshot to `schema`, as drizzle-kit
+ * does: `NNNN_<name>.sql`, `meta/NNNN_snapshot.json` (chained by id/prevId), `meta/_journal.json`.
+ * @returns the new migration's tag and statements, or no tag when the schema has not changed
+ */
+export async function generatePgMigration(schema: Record<string, unknown>, folder: string, name: string) {
+  const { cur, statements } = await pgDiff(schema, folder);
+  if (statements.length === 0) return { tag: undefined, statements };
+  const journal = readJournal(folder, 'postgresql');
+  const last = journal.entries.at(-1);
+  const idx = last ? last.idx + 1 : 0;
+  const prefix = String(idx).padStart(4, '0');
+  const tag = `${prefix}_${name}`;
+  mkdirSync(join(folder, 'meta'), { recursive: true });
+  writeFileSync(join(folder, 'meta', `${prefix}_snapshot.json`), JSON.stringify(cur, null, 2));
+  writeFileSync(join(folder, `${tag}.sql`), statements.join(BREAKPOINT));
+  // `when` orders the migrations and is what the database records: it must grow even within one millisecond.
+  journal.entries.push({ idx, version: cur.version, when: Math.max(Date.now(), (last?.when ?? 0) + 1), tag, breakpoints: true });
+  writeFileSync(join(folder, 'meta', '_journal.json'), JSON.stringify(journal, null, 2));
+  return { tag, statements };
+}
+
+/** Runs `drizzle-kit generate` (SQLite) with a config; returns the tag it wrote, if any. */
+function generateSqlite(config: string, sqliteFolder: string, name?: string): string | undefined {
+  const before = readJournal(sqliteFolder, 'sqlite').entries.length;
+  const bin = join(dirname(createRequire(import.meta.url).resolve('drizzle-kit/api')), 'bin.cjs');
+  const args = [bin, 'generate', '--config', config, ...(name ? ['--name', name] : [])];
+  const { status } = spawnSync(process.execPath, args, { stdio: 'inherit' });
+  if (status !== 0) throw new UsageError(`drizzle-kit generate --config ${config} failed (exit code ${status})`);
+  const entries = readJournal(sqliteFolder, 'sqlite').entries;
+  return entries.length > before ? entries.at(-1)?.tag : undefined;
+}
+
+const shown = (path: string) => relative(process.cwd(), path) || '.';
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      schema: { type: 'string', default: DEFAULTS.schema },
+      out: { type: 'string', default: DEFAULTS.out },
+      'sqlite-out': { type: 'string' },
+      'sqlite-config': { type: 'string' },
+      name: { type: 'string' },
+      check: { type: 'boolean', default: false },
+    },
+  });
+  const pgFolder = resolve(values.out);
+  // drizzle-kit's `out` holds the PostgreSQL folder: migrations/ and migrations/pg.
+  const sqliteFolder = resolve(values['sqlite-out'] ?? dirname(pgFolder));
+  if (values.name !== undefined && !/^[\w-]+$/.test(values.name)) throw new UsageError('--name may hold letters, digits, _ and - only');
+  const schema = await loadSchema(values.schema);
+
+  if (values.check) {
+    const drifts = await checkDrift({ schema, pgFolder, sqliteFolder });
+    for (const { backend, folder, statements } of drifts) {
+      console.error(`${backend} migrations in ${shown(folder)} drift from ${shown(values.schema)}; a new migration would run:`);
+      console.error(statements.map((s) => `  ${s.trim().replace(/\n\s*/g, ' ')}`).join('\n'));
+    }
+    if (drifts.length) {
+      console.error(
+        'generate the missing migration(s) (npm run db:generate -- --name <what_changed>, or db:generate:test) and commit them',
+      );
+      return 1;
+    }
+    console.log(`${shown(values.schema)}: the SQLite and PostgreSQL migrations match the schema`);
+    return 0;
+  }
+
+  const sqliteTag = values['sqlite-config'] ? generateSqlite(values['sqlite-config'], sqliteFolder, values.name) : undefined;
+  // Without --name, the PostgreSQL migration is named like the SQLite one drizzle-kit just wrote.
+  const name = values.name ?? sqliteTag?.replace(/^\d+_/, '') ?? 'schema_change';
+  const { tag, statements } = await generatePgMigration(schema, pgFolder, name);
+  console.log(
+    tag
+      ? `PostgreSQL: wrote ${shown(join(pgFolder, `${tag}.sql`))} (${statements.length} statement(s))`
+      : `PostgreSQL: no schema changes, nothing written to ${shown(pgFolder)}`,
+  );
+  return 0;
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  try {
+    process.exitCode = await main();
+  } catch (error) {
+    const badArgument = (error as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS');
+    console.error(badArgument || error instanceof UsageError ? `generate: ${(error as Error).message}` : error);
+    process.exitCode = 1;
+  }
+}

@@ -1,0 +1,110 @@
+// Applies the PostgreSQL migrations in migrations/pg (found relative to this module): drizzle's files
+// and bookkeeping, under an advisory lock, all pending ones in one transaction; never generates any.
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { readMigrationFiles } from 'drizzle-orm/migrator';
+import type pg from 'pg';
+import { MigrationError, type MigrationStatus } from './migrate.js';
+import type { PostgresHandle } from './postgres.js';
+
+/** The committed PostgreSQL migrations; the same from src/db (tsx) and dist/db (compiled). */
+export const PG_MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations/pg', import.meta.url));
+
+/** drizzle's pg migrator keeps its bookkeeping here, so drizzle-kit and drizzle agree with this module. */
+const MIGRATIONS_TABLE = '"drizzle"."__drizzle_migrations"';
+
+/** The advisory lock every instance takes to migrate: the ASCII bytes of "restable" as one 64-bit key. */
+const LOCK_KEY = '8243124871055238245';
+
+interface JournalEntry {
+  tag: string;
+  when: number;
+}
+
+function readJournal(folder: string): JournalEntry[] {
+  return (JSON.parse(readFileSync(`${folder}/meta/_journal.json`, 'utf8')) as { entries: JournalEntry[] }).entries;
+}
+
+type Queryable = pg.Pool | pg.PoolClient;
+
+async function appliedMillis(db: Queryable): Promise<number[]> {
+  const { rows } = await db.query<{ exists: boolean }>("SELECT to_regclass('drizzle.__drizzle_migrations') IS NOT NULL AS exists");
+  if (!rows[0]?.exists) return [];
+  const applied = await db.query<{ created_at: string | number }>(`SELECT created_at FROM ${MIGRATIONS_TABLE}`);
+  return applied.rows.map((row) => Number(row.created_at));
+}
+
+/** What `done` (the applied migrations' `when`) means for the journal of `folder`. */
+function statusOf(done: number[], folder: string): MigrationStatus {
+  const last = Math.max(Number.NEGATIVE_INFINITY, ...done);
+  const entries = readJournal(folder);
+  const known = new Set(entries.map((e) => e.when));
+  return {
+    applied: entries.filter((e) => e.when <= last).map((e) => e.tag),
+    pending: entries.filter((e) => e.when > last).map((e) => e.tag),
+    unknown: done.filter((when) => !known.has(when)).length,
+  };
+}
+
+/** Lists applied, pending and unknown migrations of `folder`, changing nothing. */
+export async function pgMigrationStatus({ pool }: PostgresHandle, folder = PG_MIGRATIONS_FOLDER): Promise<MigrationStatus> {
+  return statusOf(await appliedMillis(pool), folder);
+}
+
+/** Runs the pending migrations and records each, in one transaction: all of them or none. */
+async function applyPending(client: pg.PoolClient, folder: string, last: number): Promise<string[]> {
+  const tags = new Map(readJournal(folder).map((e) => [e.when, e.tag]));
+  const applied: string[] = [];
+  await client.query('BEGIN');
+  try {
+    await client.query('CREATE SCHEMA IF NOT EXISTS "drizzle"');
+    await client.query(`CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint)`);
+    for (const migration of readMigrationFiles({ migrationsFolder: folder }).filter((m) => m.folderMillis > last)) {
+      for (const statement of migration.sql) if (statement.trim()) await client.query(statement);
+      await client.query(`INSERT INTO ${MIGRATIONS_TABLE} (hash, created_at) VALUES ($1, $2)`, [migration.hash, migration.folderMillis]);
+      applied.push(tags.get(migration.folderMillis) ?? String(migration.folderMillis));
+    }
+    await client.query('COMMIT');
+    return applied;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
+  }
+}
+
+/**
+ * Applies every pending migration. Instances starting together queue on an advisory lock and
+ * re-read what is applied once they hold it, so each migration runs once. Refuses a database with
+ * migrations this code does not know; a failure leaves the database as it was (PostgreSQL's DDL is
+ * transactional). No backup is taken: pg_dump is PostgreSQL's tool for that.
+ * @throws {MigrationError} with a one-line message
+ */
+export async function applyPgMigrations(handle: PostgresHandle, folder = PG_MIGRATIONS_FOLDER): Promise<{ applied: string[] }> {
+  const client = await handle.pool.connect();
+  try {
+    // Waiting for another instance's migration, or a long one, is not a request: no statement timeout.
+    await client.query('SET statement_timeout = 0');
+    await client.query(`SELECT pg_advisory_lock(${LOCK_KEY})`);
+    try {
+      const done = await appliedMillis(client);
+      const status = statusOf(done, folder);
+      if (status.unknown > 0) {
+        throw new MigrationError(
+          `the database has ${status.unknown} migration(s) this code does not know (it was migrated by a newer version); ` +
+            'refusing to start: run that version, or restore a backup',
+        );
+      }
+      if (status.pending.length === 0) return { applied: [] };
+      try {
+        return { applied: await applyPending(client, folder, Math.max(Number.NEGATIVE_INFINITY, ...done)) };
+      } catch (error) {
+        throw new MigrationError(`migration failed, nothing was applied: ${(error as Error).message}`);
+      }
+    } finally {
+      await client.query(`SELECT pg_advisory_unlock(${LOCK_KEY})`).catch(() => {});
+    }
+  } finally {
+    // Closed rather than pooled: it carries the changed statement_timeout, and closing it frees the lock whatever happened.
+    client.release(true);
+  }
+}

@@ -1,0 +1,140 @@
+// The PostgreSQL twin of the declared schema: each SQLite table of schema.ts (and the service's own
+// tables) derived as a drizzle pg table with the same names, keys, indexes and foreign keys.
+import { getTableColumns, is, SQL } from 'drizzle-orm';
+import {
+  bigint,
+  boolean,
+  customType,
+  doublePrecision,
+  foreignKey,
+  index,
+  jsonb,
+  numeric,
+  type PgColumnBuilderBase,
+  type PgTable,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  unique,
+  uniqueIndex,
+} from 'drizzle-orm/pg-core';
+import { getTableConfig, type SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core';
+
+/** Raw bytes: SQLite's BLOB as PostgreSQL's bytea (node-postgres reads and writes Buffers). */
+const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => 'bytea' });
+
+/**
+ * The PostgreSQL type of a SQLite column, by drizzle's column class. Integers are 64-bit in SQLite,
+ * so `bigint` (read as a JS number: the API accepts safe integers only); a key SQLite assigns
+ * becomes an identity column (BY DEFAULT, so that imported rows keep their keys).
+ */
+function builderOf(column: SQLiteColumn, serverAssigned: boolean): PgColumnBuilderBase {
+  const name = column.name;
+  switch (column.columnType) {
+    case 'SQLiteInteger': {
+      const integer = bigint(name, { mode: 'number' });
+      return serverAssigned ? integer.generatedByDefaultAsIdentity() : integer;
+    }
+    case 'SQLiteBoolean':
+      return boolean(name);
+    case 'SQLiteTimestamp':
+      return timestamp(name, { withTimezone: true, mode: 'date', precision: 3 });
+    case 'SQLiteReal':
+      return doublePrecision(name);
+    case 'SQLiteNumeric':
+    case 'SQLiteNumericNumber':
+    case 'SQLiteNumericBigInt':
+      return numeric(name);
+    case 'SQLiteTextJson':
+    case 'SQLiteBlobJson':
+      return jsonb(name);
+    case 'SQLiteBigInt':
+      return bigint(name, { mode: 'bigint' });
+    case 'SQLiteBlobBuffer':
+      return bytea(name);
+    case 'SQLiteText':
+      return text(name, column.enumValues?.length ? { enum: column.enumValues as [string, ...string[]] } : {});
+    default:
+      throw new Error(
+        `Column "${name}" (${column.columnType}) has no PostgreSQL equivalent in restable yet; use integer, real, text, numeric or blob.`,
+      );
+  }
+}
+
+/** A column builder with the SQLite column's constraints, defaults and JS hooks. */
+function columnOf(column: SQLiteColumn, soleKey: boolean, serverAssigned: boolean) {
+  // The builder's modifiers are typed per class; they all exist on PgColumnBuilder.
+  let b = builderOf(column, serverAssigned) as unknown as {
+    notNull(): typeof b;
+    primaryKey(): typeof b;
+    unique(name?: string): typeof b;
+    default(value: unknown): typeof b;
+    $defaultFn(fn: () => unknown): typeof b;
+    $onUpdateFn(fn: () => unknown): typeof b;
+  };
+  if (soleKey) b = b.primaryKey();
+  else if (column.notNull) b = b.notNull();
+  if (column.isUnique) b = b.unique(column.uniqueName);
+  if (column.default !== undefined) b = b.default(column.default);
+  if (column.defaultFn) b = b.$defaultFn(column.defaultFn);
+  if (column.onUpdateFn) b = b.$onUpdateFn(column.onUpdateFn);
+  return b as unknown as PgColumnBuilderBase;
+}
+
+/** Whether SQLite assigns the column's values: an INTEGER PRIMARY KEY (a rowid alias). */
+export function isRowidKey(column: SQLiteColumn, keyColumns: number): boolean {
+  return keyColumns === 1 && column.primary && column.columnType === 'SQLiteInteger';
+}
+
+/**
+ * Derives the PostgreSQL tables of every SQLite table among `schema`'s exports, by export name.
+ * Foreign keys point at the derived parents, so a schema is derived as a whole.
+ */
+export function toPgTables(schema: Record<string, unknown>): Record<string, PgTable> {
+  const sqliteTables = Object.entries(schema).filter((entry): entry is [string, SQLiteTable] => is(entry[1], SQLiteTable));
+  const byTable = new Map<SQLiteTable, PgTable>();
+  const derived: Record<string, PgTable> = {};
+  for (const [exportName, table] of sqliteTables) {
+    const config = getTableConfig(table);
+    const compositeKey = config.primaryKeys[0];
+    const keyColumns = compositeKey ? compositeKey.columns.length : config.columns.filter((c) => c.primary).length;
+    const keyOf = new Map<string, string>(); // SQL column name → field key
+    const columns: Record<string, PgColumnBuilderBase> = {};
+    for (const [key, column] of Object.entries(table) as [string, unknown][]) {
+      if (!config.columns.includes(column as SQLiteColumn)) continue;
+      const c = column as SQLiteColumn;
+      keyOf.set(c.name, key);
+      columns[key] = columnOf(c, c.primary && keyColumns === 1, isRowidKey(c, keyColumns));
+    }
+    const fieldsOf = (t: Record<string, unknown>, names: { name: string }[]) => names.map(({ name }) => t[keyOf.get(name) as string]);
+    const pg = pgTable(config.name, columns, (t) => {
+      const extras: unknown[] = [];
+      if (compositeKey) extras.push(primaryKey({ name: compositeKey.getName(), columns: fieldsOf(t, compositeKey.columns) as never }));
+      for (const u of config.uniqueConstraints) extras.push(unique(u.getName()).on(...(fieldsOf(t, u.columns) as [never])));
+      for (const { config: ix } of config.indexes) {
+        const on = ix.columns.map((c) => (is(c, SQL) ? c : t[keyOf.get((c as SQLiteColumn).name) as string])) as [never];
+        extras.push((ix.unique ? uniqueIndex(ix.name) : index(ix.name)).on(...on));
+      }
+      for (const fk of config.foreignKeys) {
+        const reference = fk.reference();
+        const parent = byTable.get(reference.foreignTable) as PgTable;
+        const parentKeys = new Map(Object.entries(getTableColumns(reference.foreignTable)).map(([key, c]) => [c.name, key]));
+        const built = foreignKey({
+          name: fk.getName(),
+          columns: fieldsOf(t, reference.columns) as never,
+          foreignColumns: reference.foreignColumns.map(
+            (c) => (parent as unknown as Record<string, unknown>)[parentKeys.get(c.name) as string],
+          ) as never,
+        });
+        if (fk.onDelete) built.onDelete(fk.onDelete);
+        if (fk.onUpdate) built.onUpdate(fk.onUpdate);
+        extras.push(built);
+      }
+      return extras as never;
+    });
+    byTable.set(table, pg);
+    derived[exportName] = pg;
+  }
+  return derived;
+}

@@ -1,0 +1,96 @@
+// Opens a PostgreSQL connection pool (node-postgres) with the settings the service relies on, and
+// drains it at shutdown. Like client.ts for SQLite, it owns no global handle.
+import pg from 'pg';
+
+export interface PostgresOptions {
+  /** Connections the pool may open (each instance: size × instances must fit max_connections). */
+  poolSize: number;
+  /** How long to wait for a connection (a new one, or a free one from a full pool) before a 503. */
+  connectTimeoutMs: number;
+  /** The server cancels a statement running longer than this (statement_timeout). */
+  statementTimeoutMs: number;
+  /** An idle connection is closed after this long. */
+  idleTimeoutMs: number;
+}
+
+export const POSTGRES_DEFAULTS: PostgresOptions = {
+  poolSize: 10,
+  connectTimeoutMs: 5000,
+  statementTimeoutMs: 30_000,
+  idleTimeoutMs: 30_000,
+};
+
+export interface PostgresHandle {
+  kind: 'postgres';
+  pool: pg.Pool;
+  /** The URL without its password, for logs. */
+  url: string;
+}
+
+/**
+ * Values as the API reads them: int8 (COUNT(*), bigint keys) as JS numbers (keys and counts stay
+ * far below 2^53; the API refuses unsafe integers), and date/time types as the text PostgreSQL
+ * sends (drizzle's columns decode them, as its node-postgres driver does).
+ */
+const types = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    switch (oid) {
+      case pg.types.builtins.INT8:
+        return (value: string) => Number(value);
+      case pg.types.builtins.TIMESTAMPTZ:
+      case pg.types.builtins.TIMESTAMP:
+      case pg.types.builtins.DATE:
+      case pg.types.builtins.INTERVAL:
+        return (value: string) => value;
+      default:
+        return pg.types.getTypeParser(oid, format as 'text');
+    }
+  },
+} as pg.CustomTypesConfig;
+
+/** Queries a connection serves before the pool replaces it (bounds the prepared statements it accumulates). */
+const MAX_USES = 10_000;
+
+/** The URL with its password masked, safe to log. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return 'postgres://…';
+  }
+}
+
+/**
+ * A pool over `url`. Connections open lazily; an idle connection that the server drops (a restart)
+ * is reported on the pool's `error` event, which is listened to here so it never crashes the
+ * process: the next query gets a new connection, or fails with a connection error (a 503).
+ */
+export function openPostgres(url: string, options: PostgresOptions = POSTGRES_DEFAULTS): PostgresHandle {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.poolSize,
+    connectionTimeoutMillis: options.connectTimeoutMs,
+    idleTimeoutMillis: options.idleTimeoutMs,
+    statement_timeout: options.statementTimeoutMs,
+    application_name: 'restable',
+    // Each connection prepares the statements it runs; a new one now and then starts with none.
+    maxUses: MAX_USES,
+    types,
+  });
+  pool.on('error', () => {
+    // An idle client lost its connection; the pool has removed it already.
+  });
+  return { kind: 'postgres', pool, url: redactUrl(url) };
+}
+
+/** Waits for checked-out connections to be released, then closes every connection. */
+export async function closePostgres({ pool }: PostgresHandle): Promise<void> {
+  if (!pool.ended) await pool.end();
+}
+
+/** Whether a database handle is PostgreSQL's (else it is SQLite's DatabaseHandle). */
+export function isPostgres(handle: object): handle is PostgresHandle {
+  return (handle as { kind?: string }).kind === 'postgres';
+}

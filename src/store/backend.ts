@@ -1,0 +1,99 @@
+// A database as the app sees it, whichever engine: its store, whether it can serve (/readyz), and the
+// key that signs paging cursors. SQLite answers synchronously; PostgreSQL after a round trip.
+import type { Config } from '../config.js';
+import { readCursorKey } from '../cursor.js';
+import { type DatabaseHandle, probeWrite } from '../db/client.js';
+import * as internalSchema from '../db/internal-schema.js';
+import { migrationStatus } from '../db/migrate.js';
+import { pgMigrationStatus } from '../db/pg-migrate.js';
+import { toPgTables } from '../db/pg-schema.js';
+import { isPostgres, type PostgresHandle } from '../db/postgres.js';
+import { ApiError } from '../errors.js';
+import type { Resource } from '../resources.js';
+import { createPostgresStore, pgUnavailableFrom, readPgCursorKey } from './postgres.js';
+import { createSqliteStore, unavailableFrom } from './sqlite.js';
+import type { MaybePromise, Store } from './store.js';
+
+export interface Backend {
+  store: Store;
+  /** False once the database's owner has closed it (timers stop touching it). */
+  isOpen(): boolean;
+  /** Why the database cannot serve (closed, unreachable, writes failing, migrations pending), or undefined. */
+  notReady(): MaybePromise<string | undefined>;
+  /** The key that signs cursors (a 503 while the database cannot give it). */
+  cursorKey(): Buffer;
+  /** Settles once what the backend reads at start (the cursor key) is read; a failure is logged and retried on use. */
+  ready: Promise<void>;
+  /** The 503 an error means (the database unreachable, or unable to write), or undefined. */
+  unavailableFrom(error: unknown): ApiError | undefined;
+}
+
+export interface BackendOptions {
+  schema: Record<string, unknown>;
+  resources: Resource[];
+  config: Pick<Config, 'cursorSecret'>;
+  migrationsFolder: string;
+}
+
+/** SQLite: one connection, writes group-committed; a write that failed for the disk keeps /readyz at 503 until a probe write succeeds. */
+function sqliteBackend(database: DatabaseHandle, { resources, config, migrationsFolder }: BackendOptions): Backend {
+  let writeFailure: string | undefined;
+  const unavailable = (error: unknown) => {
+    const found = unavailableFrom(error);
+    if (found && found.cause instanceof Error) writeFailure = found.cause.message;
+    return found;
+  };
+  return {
+    store: createSqliteStore(database.sqlite, database.db, resources),
+    isOpen: () => database.sqlite.open,
+    notReady() {
+      if (!database.sqlite.open) return 'the database is closed';
+      if (writeFailure && probeWrite(database) === undefined) writeFailure = undefined;
+      if (writeFailure) return `writes are failing (${writeFailure}); reads still work`;
+      const { pending } = migrationStatus(database, migrationsFolder);
+      return pending.length > 0 ? `${pending.length} migration(s) pending: ${pending.join(', ')}` : undefined;
+    },
+    cursorKey() {
+      try {
+        return readCursorKey(database.db, config.cursorSecret);
+      } catch (error) {
+        throw unavailable(error) ?? error;
+      }
+    },
+    ready: Promise.resolve(),
+    unavailableFrom: unavailable,
+  };
+}
+
+/** PostgreSQL: a pool shared by every request; any number of instances may serve one database. */
+function postgresBackend(handle: PostgresHandle, { schema, resources, config, migrationsFolder }: BackendOptions): Backend {
+  let key: Buffer | undefined;
+  const load = () =>
+    readPgCursorKey(handle, config.cursorSecret).then((read) => {
+      key = read;
+    });
+  return {
+    store: createPostgresStore(handle, resources, toPgTables({ ...schema, ...internalSchema })),
+    isOpen: () => !handle.pool.ended,
+    async notReady() {
+      if (handle.pool.ended) return 'the database pool is closed';
+      try {
+        const { pending } = await pgMigrationStatus(handle, migrationsFolder);
+        return pending.length > 0 ? `${pending.length} migration(s) pending: ${pending.join(', ')}` : undefined;
+      } catch (error) {
+        return `the database cannot be reached (${(error as Error).message})`;
+      }
+    },
+    cursorKey() {
+      if (key) return key;
+      void load().catch(() => undefined);
+      throw new ApiError('unavailable', 'The database cannot be reached right now; try again later.', { headers: { 'Retry-After': '1' } });
+    },
+    ready: load().catch(() => undefined),
+    unavailableFrom: pgUnavailableFrom,
+  };
+}
+
+export function createBackend(database: DatabaseHandle | PostgresHandle, options: BackendOptions): Backend {
+  return isPostgres(database) ? postgresBackend(database, options) : sqliteBackend(database, options);
+}
