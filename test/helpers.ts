@@ -1,7 +1,9 @@
-// Test helpers: boot the real app on port 0 over a fresh temporary SQLite file, speak HTTP to it,
-// or spawn the real entry point as a process. No database is mocked anywhere. Both serve the tests'
-// own pet shop (test/pet-shop/), never the user's src/db/schema.ts; spawned processes never outlive the tests.
+// Test helpers: boot the real app on port 0 over a fresh temporary SQLite file, or a fresh PostgreSQL
+// database with TEST_BACKEND=postgres (TEST_DATABASE_URL's server), speak HTTP to it, or spawn the real entry
+// point as a process. No database is mocked anywhere. Both serve the tests' own pet shop (test/pet-shop/),
+// never the user's src/db/schema.ts; spawned processes never outlive the tests.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { closeSync, cpSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -9,11 +11,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import pg from 'pg';
 import pino, { type Logger } from 'pino';
 import { type App, createApp } from '../src/app.js';
-import { type Config, parseConfig } from '../src/config.js';
+import { type Config, parseConfig, postgresOptions } from '../src/config.js';
 import { closeDatabase, type DatabaseHandle, openDatabase } from '../src/db/client.js';
 import { applyMigrations } from '../src/db/migrate.js';
+import { applyPgMigrations } from '../src/db/pg-migrate.js';
+import { closePostgres, openPostgres, type PostgresHandle } from '../src/db/postgres.js';
 import { createHttpServer } from '../src/server.js';
 import * as petShop from './pet-shop/schema.js';
 
@@ -21,6 +26,15 @@ export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /** The migrations drizzle-kit generated for the tests' pet shop (`npm run db:generate:test`). */
 export const PET_SHOP_MIGRATIONS = join(ROOT, 'test', 'pet-shop', 'migrations');
+
+/** The pet shop's PostgreSQL migrations (generated from the same schema: `npm run db:generate:test`). */
+export const PET_SHOP_PG_MIGRATIONS = join(PET_SHOP_MIGRATIONS, 'pg');
+
+/**
+ * The engine startService serves from: PostgreSQL when TEST_BACKEND=postgres (`npm run test:pg`
+ * sets it, with TEST_DATABASE_URL), else SQLite. The shared suites run on both.
+ */
+export const BACKEND: 'sqlite' | 'postgres' = process.env.TEST_BACKEND === 'postgres' ? 'postgres' : 'sqlite';
 
 /** The tag of each pet-shop migration, oldest first: what a fresh database is migrated through. */
 export const PET_SHOP_MIGRATION_TAGS: string[] = JSON.parse(
@@ -90,7 +104,19 @@ export async function request(base: string, method: string, path: string, option
 export interface Service {
   url: string;
   app: App;
+  /** Which engine serves: TEST_BACKEND's. */
+  backend: 'sqlite' | 'postgres';
+  /** The SQLite handle (SQLite-only tests); reading it on PostgreSQL throws: use `sql` or `postgres`. */
   database: DatabaseHandle;
+  /** The service's PostgreSQL pool and its database's URL (backend 'postgres' only). */
+  postgres?: { handle: PostgresHandle; url: string };
+  /**
+   * Runs one SQL statement on the service's database, beside the service, and resolves with its rows
+   * as objects (none for a statement that returns none). Placeholders are always PostgreSQL's `$1`,
+   * `$2`… (translated to SQLite's `?`; a `$n` inside a string literal would be too, so pass values as
+   * parameters). Column types are each engine's own: write SQL that means the same on both.
+   */
+  sql: (text: string, params?: unknown[]) => Promise<Record<string, unknown>[]>;
   config: Config;
   /** Log lines the service wrote (parsed pino JSON). */
   logs: Record<string, any>[];
@@ -101,15 +127,117 @@ export interface Service {
 export interface ServiceOptions {
   /** The schema module to serve; the tests' pet shop (test/pet-shop/schema.ts) by default. */
   schema?: Record<string, unknown>;
-  /** The migrations to apply (and report on /readyz); the pet shop's by default. */
+  /** The SQLite migrations to apply (and report on /readyz); the pet shop's by default. */
   migrationsFolder?: string;
+  /** The PostgreSQL migrations to apply on PostgreSQL; the pet shop's (test/pet-shop/migrations/pg) by default. */
+  pgMigrationsFolder?: string;
   env?: Record<string, string>;
-  /** Runs after the migrations, before the app is created (e.g. a test-only table). */
+  /** Runs after the migrations, before the app is created (e.g. a test-only table). SQLite only. */
   prepare?: (database: DatabaseHandle) => void;
 }
 
-/** Boots createApp on port 0 over a new migrated temp database, as main.ts does. */
+/** `$1`-style SQL for better-sqlite3: each `$n` becomes `?`, and the values are listed in that order. */
+function toSqlite(text: string, params: unknown[]): [string, unknown[]] {
+  const values: unknown[] = [];
+  const translated = text.replace(/\$(\d+)/g, (_match, n: string) => {
+    values.push(params[Number(n) - 1]);
+    return '?';
+  });
+  return [translated, values];
+}
+
+/** Runs `sql` on the server at TEST_DATABASE_URL as its admin, on a connection of its own. */
+async function admin(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl(), application_name: 'restable-tests' });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+function adminUrl(): string {
+  const url = process.env.TEST_DATABASE_URL;
+  if (!url) throw new Error('TEST_BACKEND=postgres needs TEST_DATABASE_URL (a PostgreSQL admin URL); `npm run test:pg` starts a server');
+  return url;
+}
+
+let databases = 0;
+
+/**
+ * Creates an empty database on the server at TEST_DATABASE_URL, with a name no other test process
+ * uses; `drop` removes it, ending any session still connected (WITH (FORCE)).
+ */
+export async function createPgDatabase(): Promise<{ name: string; url: string; drop: () => Promise<void> }> {
+  const name = `restable_t_${process.pid}_${++databases}_${randomBytes(4).toString('hex')}`;
+  const url = new URL(adminUrl());
+  url.pathname = `/${name}`;
+  // template0: a pristine copy, whatever someone left in template1 of a shared server.
+  await admin(`CREATE DATABASE "${name}" TEMPLATE template0 ENCODING 'UTF8'`);
+  return { name, url: url.toString(), drop: () => admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`) };
+}
+
+/** startService on PostgreSQL: a fresh database, migrated with the pet shop's PostgreSQL migrations. */
+async function startPostgresService(options: ServiceOptions): Promise<Service> {
+  if (options.prepare) {
+    throw new Error('startService: `prepare` takes a SQLite handle; it cannot run on PostgreSQL (TEST_BACKEND=postgres)');
+  }
+  if (options.migrationsFolder && !options.pgMigrationsFolder) {
+    throw new Error('startService: `migrationsFolder` is SQLite migrations; on PostgreSQL pass `pgMigrationsFolder` too');
+  }
+  const { schema = petShop, pgMigrationsFolder = PET_SHOP_PG_MIGRATIONS } = options;
+  const created = await createPgDatabase();
+  const config = parseConfig({ DATABASE_URL: created.url, PORT: '0', LOG_LEVEL: 'info', ...options.env });
+  const logs: Record<string, any>[] = [];
+  const logger: Logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line)) });
+  const handle = openPostgres(created.url, postgresOptions(config));
+  let app: App | undefined;
+  try {
+    await applyPgMigrations(handle, pgMigrationsFolder);
+    app = createApp({ database: handle, config, logger, schema, migrationsFolder: pgMigrationsFolder });
+    await app.ready;
+    const server: Server = createHttpServer(app.handler, config, logger);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const started = app;
+    return {
+      url,
+      app: started,
+      backend: 'postgres',
+      get database(): DatabaseHandle {
+        throw new Error('service.database is the SQLite handle; this service runs on PostgreSQL: use service.sql() or service.postgres');
+      },
+      postgres: { handle, url: created.url },
+      sql: async (text, params = []) => (await handle.pool.query(text, params)).rows,
+      config,
+      logs,
+      request: (method, path, opts) => request(url, method, path, opts),
+      close: async () => {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+        started.close();
+        try {
+          await closePostgres(handle);
+        } finally {
+          await created.drop();
+        }
+      },
+    };
+  } catch (error) {
+    app?.close();
+    await closePostgres(handle).catch(() => {});
+    await created.drop();
+    throw error;
+  }
+}
+
+/**
+ * Boots createApp on port 0 over a new migrated temp database, as main.ts does: a SQLite file, or a
+ * new database on the PostgreSQL server at TEST_DATABASE_URL when TEST_BACKEND=postgres.
+ */
 export async function startService(options: ServiceOptions = {}): Promise<Service> {
+  if (BACKEND === 'postgres') return startPostgresService(options);
   const temp = tempDir();
   const config = parseConfig({ DATABASE_PATH: join(temp.dir, 'app.db'), PORT: '0', LOG_LEVEL: 'info', ...options.env });
   const logs: Record<string, any>[] = [];
@@ -119,13 +247,22 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
   await applyMigrations(database, migrationsFolder);
   options.prepare?.(database);
   const app = createApp({ database, config, logger, schema, migrationsFolder });
+  await app.ready;
   const server: Server = createHttpServer(app.handler, config, logger);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
     url,
     app,
+    backend: 'sqlite',
     database,
+    sql: async (text, params = []) => {
+      const [translated, values] = toSqlite(text, params);
+      const statement = database.sqlite.prepare(translated);
+      if (statement.reader) return statement.all(...values) as Record<string, unknown>[];
+      statement.run(...values);
+      return [];
+    },
     config,
     logs,
     request: (method, path, opts) => request(url, method, path, opts),

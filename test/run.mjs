@@ -1,10 +1,16 @@
 // Runs the uvu suites in test/ (TypeScript through tsx) and always ends the output with one summary
 // line of passed and failed counts, which CI reads, even when a test hangs or leaves a process behind.
 // `node test/run.mjs` runs *.test.ts; `browser` runs *.browser.ts (needs Chromium); `faults` runs
-// *.faults.ts (needs root: it mounts a small tmpfs). Options: --dir, --pattern (another folder or file
-// regex), --timeout-ms (the whole run; default 30 min), --grace-ms (after uvu's summary; default 15 s).
+// *.faults.ts (needs root: it mounts a small tmpfs); `pg` runs the shared suites and *.pg.ts on PostgreSQL
+// (TEST_DATABASE_URL's server, else a throwaway one from test/pg-cluster.mjs, stopped at the end). Options:
+// --dir, --pattern (another folder or file regex), --timeout-ms (the whole run; default 30 min),
+// --grace-ms (after uvu's summary; default 15 s).
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs, stripVTControlCharacters } from 'node:util';
+import { startCluster, stopCluster } from './pg-cluster.mjs';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -15,12 +21,52 @@ const { values, positionals } = parseArgs({
     'grace-ms': { type: 'string', default: '15000' },
   },
 });
-const pattern = values.pattern ?? { browser: '\\.browser\\.ts$', faults: '\\.faults\\.ts$' }[positionals[0] ?? ''] ?? '\\.test\\.ts$';
+/** The suites that run on either engine (startService follows TEST_BACKEND), and every PostgreSQL-only *.pg.ts. */
+const SHARED = '^(contract|collections|safe-clients|hostile|openapi|openapi-clients|openapi-session)\\.test\\.ts$|^[^/]+\\.pg\\.ts$';
+const mode = positionals[0] ?? '';
+const pattern = values.pattern ?? { browser: '\\.browser\\.ts$', faults: '\\.faults\\.ts$', pg: SHARED }[mode] ?? '\\.test\\.ts$';
+
+/** Prints the summary line CI reads for a run that could not start, and exits. */
+function abort(message) {
+  process.stderr.write(`run.mjs: ${message}\n`);
+  console.log('\ntests: 0 passed, 1 failed, 0 skipped (1 total)');
+  process.exit(1);
+}
+
+const env = { ...process.env };
+/** Stops the PostgreSQL server this run started, if it did (never one it was given). */
+let stopServer = () => {};
+if (mode === 'pg') {
+  env.TEST_BACKEND = 'postgres';
+  if (!env.TEST_DATABASE_URL) {
+    const stateDir = mkdtempSync(join(tmpdir(), 'restable-run-'));
+    const stateFile = join(stateDir, 'cluster.json');
+    try {
+      env.TEST_DATABASE_URL = (await startCluster({ stateFile })).url;
+    } catch (error) {
+      rmSync(stateDir, { recursive: true, force: true });
+      abort(`cannot start a PostgreSQL server for the tests: ${error.message}`);
+    }
+    process.stderr.write(`run.mjs: started a PostgreSQL server for the tests at ${env.TEST_DATABASE_URL}\n`);
+    stopServer = () => {
+      stopServer = () => {};
+      try {
+        stopCluster({ stateFile });
+      } catch (error) {
+        process.stderr.write(`run.mjs: could not stop the test PostgreSQL server: ${error.message}\n`);
+      }
+      rmSync(stateDir, { recursive: true, force: true });
+    };
+    // Also when this script itself fails: the server must not outlive the run (the calls are synchronous).
+    process.on('exit', () => stopServer());
+  }
+}
 
 // Its own process group, so the watchdog can stop uvu and every service a test spawned in one signal.
 const uvu = spawn(process.execPath, ['--import', 'tsx', 'node_modules/uvu/bin.js', values.dir, pattern], {
   stdio: ['ignore', 'pipe', 'inherit'],
   detached: true,
+  env,
 });
 let output = '';
 /** Why the watchdog stopped the run, if it did. */
@@ -83,7 +129,9 @@ uvu.on('exit', async (code) => {
     passed += marks('•');
     total += marks('•') + marks('✘') + 1;
   }
-  const failed = total - passed - skipped;
-  console.log(`\ntests: ${passed} passed, ${failed} failed, ${skipped} skipped (${total} total)`);
+  // uvu's Total counts the tests it ran: a skipped test is in Skipped only.
+  const failed = total - passed;
+  stopServer();
+  console.log(`\ntests: ${passed} passed, ${failed} failed, ${skipped} skipped (${total + skipped} total)`);
   process.exit(stopped || failed > 0 || total === 0 ? 1 : code || 0);
 });

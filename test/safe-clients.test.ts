@@ -6,7 +6,7 @@ import { connect } from 'node:net';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { petSample, userSample } from './fixtures.js';
-import { type Service, startService } from './helpers.js';
+import { BACKEND, type Service, startService } from './helpers.js';
 
 type Ctx = { service: Service };
 function withService(name: string, env?: Record<string, string>) {
@@ -186,16 +186,17 @@ keys('keys expire after 24 hours and are purged', async ({ service }) => {
   const body = userSample();
   const first = await service.request('POST', '/users', { body, headers: { 'idempotency-key': 'old' } });
   const dayAgo = Date.now() - 24 * 60 * 60 * 1000 - 1;
-  service.database.sqlite.prepare('UPDATE restable_idempotency_keys SET created_at = ? WHERE key = ?').run(dayAgo, 'old');
+  await service.sql('UPDATE restable_idempotency_keys SET created_at = $1 WHERE key = $2', [dayAgo, 'old']);
   const again = await service.request('POST', '/users', {
     body: { ...body, email: `x${body.email}` },
     headers: { 'idempotency-key': 'old' },
   });
   assert.is(again.status, 201);
   assert.is.not(again.body.id, first.body.id);
-  service.database.sqlite.prepare('UPDATE restable_idempotency_keys SET created_at = ? WHERE key = ?').run(dayAgo, 'old');
-  assert.is(service.app.purgeExpiredKeys(), 1);
-  assert.is(service.database.sqlite.prepare('SELECT count(*) FROM restable_idempotency_keys WHERE key = ?').pluck().get('old'), 0);
+  await service.sql('UPDATE restable_idempotency_keys SET created_at = $1 WHERE key = $2', [dayAgo, 'old']);
+  assert.is(await service.app.purgeExpiredKeys(), 1);
+  const [left] = await service.sql('SELECT count(*) AS n FROM restable_idempotency_keys WHERE key = $1', ['old']);
+  assert.is(left?.n, 0);
 });
 
 keys.run();
@@ -293,14 +294,18 @@ auth('the read token may GET, HEAD and OPTIONS; writes are 403', async ({ servic
   assert.equal((await service.request('GET', path, { headers: bearer(READ) })).body, made.body);
 });
 
-auth('tokens never appear in logs', async ({ service }) => {
-  service.database.sqlite.close();
-  await service.request('GET', '/users', { headers: bearer(FULL) });
-  await service.request('GET', '/users', { headers: bearer(READ) });
-  assert.ok(service.logs.length > 0);
-  const logged = JSON.stringify(service.logs);
-  assert.not.ok(logged.includes(FULL) || logged.includes(READ));
-});
+// SQLite only: it closes the SQLite handle under the service, so that requests fail and log errors.
+(BACKEND === 'sqlite' ? auth : auth.skip)(
+  'tokens never appear in logs, even of requests on a closed SQLite database (SQLite only)',
+  async ({ service }) => {
+    service.database.sqlite.close();
+    await service.request('GET', '/users', { headers: bearer(FULL) });
+    await service.request('GET', '/users', { headers: bearer(READ) });
+    assert.ok(service.logs.length > 0);
+    const logged = JSON.stringify(service.logs);
+    assert.not.ok(logged.includes(FULL) || logged.includes(READ));
+  },
+);
 
 auth.run();
 
