@@ -1,13 +1,16 @@
 // The benchmark harness (`npm run bench`): restable in its default configuration, the same build over a
 // 300-table schema and the floor (bench/floor.mjs), loaded by wrk in alternating rounds; medians, ratios.
 // Options: --rows --duration --warmup --rounds --connections --servers --scenarios --wide-tables --out --baseline <checkout>
+//          --backend sqlite|postgres|sqlite,postgres (PostgreSQL: one instance and three behind haproxy) --pg-url <admin URL>
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { closeSync, copyFileSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
+import pg from 'pg';
 import { available, type LoadResult, type LoadSpec, load } from './load.js';
 import { makeWideInstall, type WideInstall } from './tables.js';
 
@@ -26,6 +29,11 @@ const { values: args } = parseArgs({
     out: { type: 'string', default: 'bench/results.md' },
     // Another checkout of restable, built (dist/ and node_modules/): served as `restable-baseline`.
     baseline: { type: 'string' },
+    // sqlite (the default: the servers above), postgres (floor, restable and the PostgreSQL variants) or both.
+    backend: { type: 'string', default: 'sqlite' },
+    // A PostgreSQL server to benchmark on (a URL that may create and drop databases); else TEST_DATABASE_URL,
+    // else a throwaway server started for the run (test/pg-cluster.mjs) and stopped at the end.
+    'pg-url': { type: 'string' },
   },
 });
 const ROWS = Number(args.rows);
@@ -36,6 +44,10 @@ const CONNECTIONS = Number(args.connections);
 const WIDE_TABLES = Number(args['wide-tables']);
 const ROOT = new URL('..', import.meta.url).pathname;
 const BASELINE = args.baseline ? resolve(args.baseline) : undefined;
+const BACKENDS = (args.backend as string).split(',').map((b) => b.trim());
+if (!BACKENDS.length || BACKENDS.some((b) => b !== 'sqlite' && b !== 'postgres')) {
+  throw new Error(`--backend ${args.backend}: expected sqlite, postgres or sqlite,postgres`);
+}
 // wrk takes whole seconds; 0 s of warm-up skips it.
 for (const [name, value, least] of [
   ['--duration', DURATION, 1],
@@ -64,7 +76,7 @@ interface ServerSpec {
   name: string;
   kind: Kind;
   /** Its argv (relative to its folder) and environment, given its data folder and port. */
-  command: (data: string, port: number) => { argv: string[]; env: Record<string, string> };
+  command: (data: string, port: number, databaseUrl?: string) => { argv: string[]; env: Record<string, string> };
   /** Pinned to SERVER_CORE, unless it is the multi-process variant. */
   pin: boolean;
   /** Where the server runs (its argv is relative to it); this checkout unless said otherwise. */
@@ -73,6 +85,8 @@ interface ServerSpec {
   seedFile?: string;
   /** How it differs from `restable`, for the report. */
   note?: string;
+  /** Served from PostgreSQL (a fresh copy of the seeded database per run), by this many instances (more: behind haproxy). */
+  postgres?: { instances: number };
 }
 
 /**
@@ -84,6 +98,11 @@ const restableEnv = (data: string, port: number) => ({ DATABASE_PATH: join(data,
 /** node's arguments as `npm start` gives them (its V8 flags and dist/main.js): the default configuration is how users start it. */
 const START_ARGV = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start as string).split(/\s+/).slice(1);
 const restable = (data: string, port: number) => ({ argv: START_ARGV, env: restableEnv(data, port) });
+/** The default configuration over PostgreSQL: only the database URL and the port. */
+function restablePostgres(_data: string, port: number, databaseUrl?: string) {
+  if (!databaseUrl) throw new Error('a PostgreSQL server needs its database URL');
+  return { argv: START_ARGV, env: { DATABASE_URL: databaseUrl, PORT: String(port) } };
+}
 
 /** The wide-schema install, made by main() before the first round when restable-300-tables runs. */
 let wide: WideInstall | undefined;
@@ -131,6 +150,23 @@ const SERVERS: ServerSpec[] = [
     note: '`WORKERS=2`, unpinned',
     command: (data, port) => ({ argv: START_ARGV, env: { ...restableEnv(data, port), WORKERS: '2' } }),
   },
+  // Issue 13: the same build served from PostgreSQL, with only DATABASE_URL and PORT set (LOG_LEVEL=info to a
+  // file, the default pool of 10 connections); one instance pinned like `restable`, and three behind haproxy.
+  {
+    name: 'restable-postgres',
+    kind: 'restable',
+    pin: true,
+    postgres: { instances: 1 },
+    command: restablePostgres,
+  },
+  {
+    name: 'restable-postgres-3',
+    kind: 'restable',
+    pin: false,
+    postgres: { instances: 3 },
+    note: 'three instances behind haproxy (round robin, keep-alive to the instances), all unpinned',
+    command: restablePostgres,
+  },
   {
     name: 'json-server',
     kind: 'json-server',
@@ -141,7 +177,12 @@ const SERVERS: ServerSpec[] = [
     }),
   },
 ];
-const DEFAULT_SERVERS = ['floor', 'restable', WIDE_NAME, ...(BASELINE ? ['restable-baseline'] : [])];
+const SQLITE_SERVERS = ['floor', 'restable', WIDE_NAME, ...(BASELINE ? ['restable-baseline'] : [])];
+const POSTGRES_SERVERS = ['restable-postgres', 'restable-postgres-3'];
+/** `--backend postgres` compares with SQLite in the same run (floor and restable); `sqlite,postgres` runs both sets in full. */
+const DEFAULT_SERVERS = BACKENDS.includes('sqlite')
+  ? [...SQLITE_SERVERS, ...(BACKENDS.includes('postgres') ? POSTGRES_SERVERS : [])]
+  : ['floor', 'restable', ...POSTGRES_SERVERS];
 
 interface Scenario {
   name: string;
@@ -243,9 +284,10 @@ function migrate(dir: string, file: string): void {
 /**
  * The same rows for everyone, in a database migrated by the build that serves it (each refuses a
  * database migrated by a newer version, and the wide install has one more migration): `app.db` for
- * this checkout and the floor, `wide.db`, `baseline.db`, and `db.json` for json-server.
+ * this checkout and the floor, `wide.db`, `baseline.db`, and `db.json` for json-server. Returns the
+ * rows' timestamp, for PostgreSQL's seed.
  */
-function seed(dir: string, servers: ServerSpec[]): void {
+function seed(dir: string, servers: ServerSpec[]): string {
   const now = new Date().toISOString();
   const databases: [string, string][] = [[ROOT, 'app.db']];
   if (wide) databases.push([wide.dir, 'wide.db']);
@@ -256,6 +298,250 @@ function seed(dir: string, servers: ServerSpec[]): void {
     rows = insertRows(join(dir, name), now);
   }
   if (servers.some((s) => s.kind === 'json-server')) writeFileSync(join(dir, 'db.json'), JSON.stringify(rows));
+  return now;
+}
+
+/** The PostgreSQL server of a run: where it is, the seeded template database, and what to report about it. */
+interface Postgres {
+  /** A URL that may create and drop databases. */
+  admin: string;
+  /** The seeded database every run copies (`CREATE DATABASE … TEMPLATE`). */
+  seed: string;
+  /** Version, settings and where it runs, for the report. */
+  describe: string[];
+  /** A fresh copy of the seed for one run: its name and URL. */
+  fresh: () => Promise<{ name: string; url: string }>;
+  drop: (name: string) => Promise<void>;
+  /** CPU seconds the whole server has used so far (NaN when it does not run on this machine or its pid is not readable). */
+  cpu: () => number;
+  /** Drops the databases this run made, and stops the server when the run started it. */
+  close: () => Promise<void>;
+}
+let postgres: Postgres | undefined;
+/** The server this run started (test/pg-cluster.mjs), so that Ctrl-C can stop it too. */
+let ownCluster: { stop: () => void } | undefined;
+
+/** `url` with another database name. */
+function databaseUrl(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${database}`;
+  return parsed.toString();
+}
+
+async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url, application_name: 'restable-bench' });
+  await client.connect();
+  try {
+    return await use(client);
+  } finally {
+    await client.end();
+  }
+}
+
+const PG_SETTINGS = ['fsync', 'synchronous_commit', 'full_page_writes', 'wal_sync_method', 'shared_buffers', 'max_connections'];
+
+/**
+ * The server (--pg-url, TEST_DATABASE_URL, or a throwaway one from test/pg-cluster.mjs: fsync and
+ * synchronous_commit on, the durability SQLite's FULL promises), and the seed: a database migrated
+ * by the service's own migrate command, filled with the SQLite seed's rows.
+ */
+async function startPostgres(now: string): Promise<Postgres> {
+  let admin = args['pg-url'] ?? process.env.TEST_DATABASE_URL;
+  let where = admin ? `the server at ${new URL(admin).host} given by \`${args['pg-url'] ? '--pg-url' : 'TEST_DATABASE_URL'}\`` : '';
+  let dataDir: string | undefined;
+  if (!admin) {
+    const script = join(ROOT, 'test/pg-cluster.mjs');
+    if (!existsSync(script)) throw new Error('no PostgreSQL server: pass --pg-url or TEST_DATABASE_URL (test/pg-cluster.mjs is missing)');
+    // A variable specifier: the script is plain JavaScript without declarations.
+    const cluster = (await import(pathToFileURL(script).href)) as {
+      startCluster: (o: { stateFile: string }) => Promise<{ url: string; dir: string }>;
+      stopCluster: (o: { stateFile: string }) => boolean;
+    };
+    const stateFile = join(tmpdir(), `restable-bench-pg-${process.pid}.json`);
+    process.stderr.write('starting a throwaway PostgreSQL server… ');
+    const state = await cluster.startCluster({ stateFile });
+    ownCluster = { stop: () => cluster.stopCluster({ stateFile }) };
+    process.stderr.write('done\n');
+    admin = state.url;
+    dataDir = state.dir;
+    where = 'a throwaway server on this machine, started for this run (`test/pg-cluster.mjs`) and stopped at the end';
+  }
+  const prefix = `restable_bench_${process.pid}`;
+  const seedName = `${prefix}_seed`;
+  const reach = (error: Error): never => {
+    ownCluster?.stop();
+    const shown = new URL(admin as string);
+    if (shown.password) shown.password = '***';
+    throw new Error(`cannot use the PostgreSQL server at ${shown} to create databases: ${error.message}`);
+  };
+  const describe = await withClient(admin, async (client) => {
+    const version = (await client.query('SHOW server_version')).rows[0].server_version as string;
+    const settings = await client.query('SELECT name, current_setting(name) AS value FROM unnest($1::text[]) AS name', [PG_SETTINGS]);
+    if (!dataDir) {
+      try {
+        dataDir = (await client.query('SHOW data_directory')).rows[0].data_directory as string;
+      } catch {}
+    }
+    await client.query(`DROP DATABASE IF EXISTS ${seedName} WITH (FORCE)`);
+    await client.query(`CREATE DATABASE ${seedName}`);
+    const shown = settings.rows.map((r) => `\`${r.name}=${r.value}\``).join(', ');
+    return [
+      `PostgreSQL ${version}: ${where}; data on ${dataDir && existsSync(dataDir) ? fileSystem(dataDir) : 'a file system not visible here'}; ${shown}.`,
+    ];
+  }).catch(reach);
+  const seed = databaseUrl(admin, seedName);
+  // Its processes' CPU time is readable in /proc only when it runs here: the postmaster's pid is the first line of postmaster.pid.
+  const local = Boolean(ownCluster) || ['127.0.0.1', 'localhost', '[::1]'].includes(new URL(admin).hostname);
+  let postmaster: number | undefined;
+  try {
+    const pid = Number(readFileSync(join(dataDir as string, ownCluster ? 'data' : '', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    if (local && pid > 0 && existsSync(`/proc/${pid}`)) postmaster = pid;
+  } catch {}
+  let made = 0;
+  const close = async () => {
+    try {
+      await withClient(admin, async (client) => {
+        const leftovers = await client.query('SELECT datname FROM pg_database WHERE datname LIKE $1', [`${prefix}\\_%`]);
+        for (const { datname } of leftovers.rows) await client.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
+      });
+    } finally {
+      ownCluster?.stop();
+      ownCluster = undefined;
+    }
+  };
+  try {
+    // The service's own migrations, applied by its own command, as for SQLite.
+    execFileSync(process.execPath, ['dist/cli/migrate.js'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, DATABASE_URL: seed },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    await withClient(seed, async (client) => {
+      await client.query('BEGIN');
+      await client.query(
+        `INSERT INTO users (id, name, email, created_at, updated_at)
+         SELECT i, 'user ' || i, 'user' || i || '@example.com', $1, $1 FROM generate_series(1, $2::int) AS i`,
+        [now, ROWS],
+      );
+      await client.query(
+        `INSERT INTO pets (id, name, species, owner_id, created_at, updated_at)
+         SELECT i, 'pet ' || i, 'dog', 1 + ((i::bigint * 7919) % $2::int), $1, $1 FROM generate_series(1, $2::int) AS i`,
+        [now, ROWS],
+      );
+      // Explicit ids leave the identity sequences at 1: new rows must continue after the seeded ones.
+      for (const table of ['users', 'pets']) await client.query(`SELECT setval(pg_get_serial_sequence('${table}', 'id'), $1)`, [ROWS]);
+      await client.query('COMMIT');
+      // Statistics and the visibility map, as a database in use would have them (each copy inherits them).
+      await client.query('VACUUM ANALYZE');
+    });
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return {
+    admin,
+    seed: seedName,
+    describe,
+    async fresh() {
+      // A file-level copy: no migration or insert runs per run, and no run sees another's writes.
+      const name = `${prefix}_run_${++made}`;
+      await withClient(admin, (client) => client.query(`CREATE DATABASE ${name} TEMPLATE ${seedName}`));
+      return { name, url: databaseUrl(admin, name) };
+    },
+    async drop(name) {
+      await withClient(admin, (client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+    },
+    cpu: () => (postmaster === undefined ? Number.NaN : treeCpuSeconds(postmaster)),
+    close,
+  };
+}
+
+/**
+ * haproxy in front of the instances: HTTP mode, round robin, connections to the instances kept
+ * alive and shared (`http-reuse always`), one thread (it stays far from being the bottleneck here).
+ */
+function haproxyConfig(port: number, backends: number[]): string {
+  return `# Generated by bench/run.ts.
+global
+  nbthread 1
+  maxconn 2000
+defaults
+  mode http
+  option http-keep-alive
+  http-reuse always
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+  timeout http-keep-alive 30s
+frontend bench
+  bind 127.0.0.1:${port}
+  default_backend restable
+backend restable
+  balance roundrobin
+${backends.map((p, i) => `  server restable${i + 1} 127.0.0.1:${p}`).join('\n')}
+`;
+}
+
+const TICKS = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK']).toString()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** CPU seconds (user + system) a process has used so far, with its exited children's (`reaped`); 0 when it is gone. */
+function cpuSeconds(pid: number, reaped = false): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // After the command name (in parentheses, which may hold spaces): state is field 3, utime 14, stime 15, cutime 16, cstime 17.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12]) + (reaped ? Number(fields[13]) + Number(fields[14]) : 0)) / TICKS;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * CPU seconds of a server that forks a process per connection (PostgreSQL's postmaster): its own, its
+ * live children's, and those of the children it has reaped. Connections the pool replaces (maxUses)
+ * end during a run; their time moves into the parent's reaped total, so a difference stays right.
+ */
+function treeCpuSeconds(pid: number): number {
+  let children: number[] = [];
+  try {
+    children = execFileSync('sh', ['-c', `cat /proc/${pid}/task/*/children 2>/dev/null`])
+      .toString()
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number);
+  } catch {}
+  return cpuSeconds(pid, true) + children.reduce((sum, child) => sum + cpuSeconds(child, true), 0);
+}
+
+/** Busy and total jiffies of each core (/proc/stat), to tell how busy each core was during a run. */
+function coreTimes(): { busy: number; total: number }[] {
+  try {
+    return readFileSync('/proc/stat', 'utf8')
+      .split('\n')
+      .filter((line) => /^cpu\d+ /.test(line))
+      .map((line) => {
+        const [user, nice, system, idle, iowait, irq, softirq, steal] = line.split(/\s+/).slice(1, 9).map(Number) as number[];
+        const busy = (user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0);
+        return { busy, total: busy + (idle ?? 0) + (iowait ?? 0) };
+      });
+  } catch {
+    return [];
+  }
+}
+
+/** How busy each core was between two samples, in % (the whole machine: server, database and load generator). */
+function coreUse(before: ReturnType<typeof coreTimes>, after: ReturnType<typeof coreTimes>): number[] {
+  return after.map((a, i) => {
+    const b = before[i];
+    return b && a.total > b.total ? (100 * (a.busy - b.busy)) / (a.total - b.total) : Number.NaN;
+  });
 }
 
 /** Peak resident memory (VmHWM) of a process and its children, in MB. */
@@ -306,37 +592,90 @@ interface Measure extends LoadResult {
   rss: number;
   /** Bytes the server wrote to its stdout (restable: the request log) per request, warm-up included. */
   logPerRequest: number;
+  /** How busy each core of the machine was during the measured load, %. */
+  cores: number[];
+  /** CPU seconds used during the measured load by the service's processes, and by the whole PostgreSQL server (NaN: not measured). */
+  serviceCpu: number;
+  databaseCpu: number;
+  /** The measured load's wall time, s. */
+  wall: number;
+}
+
+/** Starts one process of a server, its stdout to `logFile`, pinned to `core` when given. */
+function spawnServer(argv: string[], env: Record<string, string>, cwd: string, logFile: string, core: number | undefined): ChildProcess {
+  const [file, ...rest] = core === undefined ? [process.execPath, ...argv] : ['taskset', '-c', String(core), process.execPath, ...argv];
+  // The log goes to a file, as a deployment's would: a terminal or a pipe read by this process costs more.
+  const log = openSync(logFile, 'w');
+  const child = spawn(file as string, rest, { cwd, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', log, 'inherit'] });
+  closeSync(log);
+  return child;
 }
 
 async function measure(spec: ServerSpec, request: LoadSpec, seedDir: string, scratch: string): Promise<Measure> {
   const port = await freePort();
   const data = mkdtempSync(join(tmpdir(), 'restable-run-'));
-  copyFileSync(join(seedDir, spec.seedFile ?? 'app.db'), join(data, 'app.db'));
-  if (spec.kind === 'json-server') copyFileSync(join(seedDir, 'db.json'), join(data, 'db.json'));
-  const { argv, env } = spec.command(data, port);
-  const core = spec.pin ? SERVER_CORE : undefined;
-  const [file, ...rest] = core === undefined ? [process.execPath, ...argv] : ['taskset', '-c', String(core), process.execPath, ...argv];
-  // The log goes to a file, as a deployment's would: a terminal or a pipe read by this process costs more.
-  const logFile = join(data, 'stdout.log');
-  const log = openSync(logFile, 'w');
-  const child = spawn(file as string, rest, {
-    cwd: spec.cwd?.() ?? ROOT,
-    env: { PATH: process.env.PATH, ...env },
-    stdio: ['ignore', log, 'inherit'],
-  });
-  closeSync(log);
-  const url = `http://127.0.0.1:${port}`;
-  const options = { url, connections: CONNECTIONS, rows: ROWS, core: GENERATOR_CORE, scratch };
+  const instances: ChildProcess[] = [];
+  const logs: string[] = [];
+  let balancer: ChildProcess | undefined;
+  let database: { name: string; url: string } | undefined;
   try {
-    await waitUntilServing(url, child);
+    const core = spec.pin ? SERVER_CORE : undefined;
+    const cwd = spec.cwd?.() ?? ROOT;
+    if (spec.postgres) {
+      database = await (postgres as Postgres).fresh();
+      const count = spec.postgres.instances;
+      // One instance listens on the port wrk loads; several listen on ports of their own behind haproxy on it.
+      const ports = count === 1 ? [port] : await Promise.all(Array.from({ length: count }, () => freePort()));
+      for (const [i, p] of ports.entries()) {
+        const { argv, env } = spec.command(data, p, database.url);
+        logs.push(join(data, `stdout-${i + 1}.log`));
+        instances.push(spawnServer(argv, env, cwd, logs[i] as string, core));
+      }
+      for (const [i, p] of ports.entries()) await waitUntilServing(`http://127.0.0.1:${p}`, instances[i] as ChildProcess);
+      if (count > 1) {
+        writeFileSync(join(data, 'haproxy.cfg'), haproxyConfig(port, ports));
+        const errors = openSync(join(data, 'haproxy.log'), 'w');
+        balancer = spawn('haproxy', ['-f', join(data, 'haproxy.cfg'), '-db'], { stdio: ['ignore', errors, errors] });
+        closeSync(errors);
+        try {
+          await waitUntilServing(`http://127.0.0.1:${port}`, balancer);
+        } catch (error) {
+          throw new Error(`${(error as Error).message}\nhaproxy: ${readFileSync(join(data, 'haproxy.log'), 'utf8')}`);
+        }
+      }
+    } else {
+      copyFileSync(join(seedDir, spec.seedFile ?? 'app.db'), join(data, 'app.db'));
+      if (spec.kind === 'json-server') copyFileSync(join(seedDir, 'db.json'), join(data, 'db.json'));
+      const { argv, env } = spec.command(data, port);
+      logs.push(join(data, 'stdout.log'));
+      instances.push(spawnServer(argv, env, cwd, logs[0] as string, core));
+      await waitUntilServing(`http://127.0.0.1:${port}`, instances[0] as ChildProcess);
+    }
+    const options = { url: `http://127.0.0.1:${port}`, connections: CONNECTIONS, rows: ROWS, core: GENERATOR_CORE, scratch };
     let warm = 0;
     if (WARMUP > 0) warm = (await load(request, { ...options, duration: WARMUP })).requests;
+    // CPU time over the measured seconds: the service's processes, and the whole PostgreSQL server.
+    const pids = instances.map((child) => child.pid as number);
+    const cpuBefore = new Map(pids.map((pid) => [pid, cpuSeconds(pid)]));
+    const databaseBefore = database ? (postgres as Postgres).cpu() : Number.NaN;
+    const before = coreTimes();
+    const started = performance.now();
     const result = await load(request, { ...options, duration: DURATION });
-    const rss = peakRss(child.pid as number);
-    await stop(child);
-    return { ...result, rss, logPerRequest: statSync(logFile).size / Math.max(1, warm + result.requests) };
+    const wall = (performance.now() - started) / 1000;
+    const cores = coreUse(before, coreTimes());
+    const used = (pid: number) => cpuSeconds(pid) - (cpuBefore.get(pid) ?? 0);
+    const serviceCpu = pids.reduce((sum, pid) => sum + used(pid), 0);
+    const databaseCpu = database ? (postgres as Postgres).cpu() - databaseBefore : Number.NaN;
+    // The service's processes only: not haproxy's, not PostgreSQL's.
+    const rss = instances.reduce((sum, child) => sum + peakRss(child.pid as number), 0);
+    if (balancer) await stop(balancer);
+    await Promise.all(instances.map(stop));
+    const logged = logs.reduce((sum, file) => sum + statSync(file).size, 0);
+    return { ...result, rss, logPerRequest: logged / Math.max(1, warm + result.requests), cores, serviceCpu, databaseCpu, wall };
   } finally {
-    await stop(child);
+    if (balancer) await stop(balancer);
+    await Promise.all(instances.map(stop));
+    if (database) await (postgres as Postgres).drop(database.name);
     rmSync(data, { recursive: true, force: true });
   }
 }
@@ -386,6 +725,12 @@ async function main(): Promise<void> {
   if (!wrk?.startsWith('wrk') || !ab) {
     throw new Error('the load generators are missing: `apt-get install -y wrk apache2-utils` (Debian packages; ab is for HEAD)');
   }
+  const haproxy = servers.some((s) => (s.postgres?.instances ?? 1) > 1) ? await available('haproxy', '-v') : undefined;
+  if (servers.some((s) => (s.postgres?.instances ?? 1) > 1) && !haproxy?.startsWith('HAProxy')) {
+    throw new Error(
+      'restable-postgres-3 needs haproxy, the load balancer in front of its instances: `apt-get install -y haproxy` (Debian)',
+    );
+  }
 
   const seedDir = mkdtempSync(join(tmpdir(), 'restable-seed-'));
   const results = new Map<string, Measure[]>();
@@ -405,23 +750,40 @@ async function main(): Promise<void> {
       process.stderr.write('done\n');
     }
     process.stderr.write(`seeding ${ROWS} users and ${ROWS} pets… `);
-    seed(seedDir, servers);
+    const now = seed(seedDir, servers);
     process.stderr.write('done\n');
+    if (servers.some((s) => s.postgres)) {
+      // Ctrl-C must leave neither databases nor a throwaway server behind (the servers under test get the signal themselves).
+      process.once('SIGINT', () => {
+        const give = setTimeout(() => {
+          ownCluster?.stop();
+          process.exit(130);
+        }, 15_000);
+        (postgres?.close() ?? Promise.resolve(ownCluster?.stop())).finally(() => {
+          clearTimeout(give);
+          process.exit(130);
+        });
+      });
+      postgres = await startPostgres(now);
+      process.stderr.write(`PostgreSQL seeded (${postgres.seed}): ${postgres.describe.join(' ')}\n`);
+    }
     for (let round = 0; round < ROUNDS; round++) {
       for (const { scenario, spec } of plan(round)) {
         const m = await measure(spec, scenario.request(spec.kind) as LoadSpec, seedDir, seedDir);
         const key = `${scenario.name}|${spec.name}`;
         results.set(key, [...(results.get(key) ?? []), m]);
         process.stderr.write(
-          `[${++done}/${total}] round ${round + 1} ${scenario.name.padEnd(22)} ${spec.name.padEnd(20)} ${Math.round(m.rps).toLocaleString('en').padStart(8)} req/s  p50 ${m.p50.toFixed(2)} ms  p99 ${m.p99.toFixed(2)} ms  RSS ${m.rss.toFixed(0)} MB  log ${m.logPerRequest.toFixed(0)} B/req${m.failures ? `  ${m.failures} failures: ${m.problems}` : ''}\n`,
+          `[${++done}/${total}] round ${round + 1} ${scenario.name.padEnd(22)} ${spec.name.padEnd(20)} ${Math.round(m.rps).toLocaleString('en').padStart(8)} req/s  p50 ${m.p50.toFixed(2)} ms  p99 ${m.p99.toFixed(2)} ms  RSS ${m.rss.toFixed(0)} MB  log ${m.logPerRequest.toFixed(0)} B/req  CPU ${m.cores.map((c) => c.toFixed(0)).join('/')} %${m.failures ? `  ${m.failures} failures: ${m.problems}` : ''}\n`,
         );
       }
     }
   } finally {
     rmSync(seedDir, { recursive: true, force: true });
     wide?.remove();
+    await postgres?.close();
+    ownCluster?.stop();
   }
-  writeReport(servers, scenarios, results, { wrk, ab });
+  writeReport(servers, scenarios, results, { wrk, ab, haproxy });
 }
 
 /** `abc1234`, with `+ uncommitted changes` when tracked files differ from it, for the checkout in `dir`. */
@@ -452,7 +814,7 @@ function writeReport(
   servers: ServerSpec[],
   scenarios: Scenario[],
   results: Map<string, Measure[]>,
-  tools: { wrk: string; ab: string },
+  tools: { wrk: string; ab: string; haproxy?: string },
 ): void {
   const runs = (scenario: string, server: string) => results.get(`${scenario}|${server}`) ?? [];
   const med = (scenario: string, server: string, pick: (m: Measure) => number) => median(runs(scenario, server).map(pick));
@@ -485,6 +847,20 @@ function writeReport(
     'Peak RSS is `VmHWM` of the server (and its workers) at the end of its run; `log B/req` is what it wrote to stdout per request.',
     '',
   ];
+  const onPostgres = servers.filter((s) => s.postgres);
+  if (onPostgres.length) {
+    lines.splice(
+      lines.length - 1,
+      0,
+      '',
+      `Command: \`npx tsx bench/run.ts ${process.argv.slice(2).join(' ')}\` (checkout ${describeCheckout(ROOT)}).`,
+      ...(postgres?.describe ?? []),
+      `${onPostgres.map((s) => `\`${s.name}\``).join(' and ')}: the same build with only \`DATABASE_URL\` (a fresh \`CREATE DATABASE … TEMPLATE\` copy of a database seeded once with the same rows, migrated by \`dist/cli/migrate.js\`) and \`PORT\` set: \`LOG_LEVEL=info\` to a file, a pool of 10 connections per instance.`,
+      `Where they ran: \`restable-postgres\` is pinned to core ${SERVER_CORE ?? '–'} like \`restable\`, PostgreSQL is not pinned (its backends may run on either core, the load generator's included); \`restable-postgres-3\` is three instances behind haproxy${tools.haproxy ? ` (${/version ([\d.]+)/i.exec(tools.haproxy)?.[1] ?? tools.haproxy}, 1 thread, round robin, keep-alive to the instances)` : ''}, with the instances, haproxy and PostgreSQL all unpinned.`,
+      'So the PostgreSQL variants may use more CPU than the one core SQLite’s `restable` has. CPU over the measured seconds (`/proc`): `service CPU %` is the service’s processes (SQLite works inside them), `PostgreSQL CPU %` the whole PostgreSQL server (the postmaster and every process it forked, ended ones included: the pool replaces a connection after 10,000 queries), in % of one core; `CPU µs/req` is the two together per request; `cores busy %` is how busy each core of the machine was (everything: server, database, haproxy, load generator).',
+      'Peak RSS of a PostgreSQL variant is the sum over its service processes (three for `restable-postgres-3`), not haproxy’s nor PostgreSQL’s.',
+    );
+  }
   // Each ratio column only when the run has what it compares with.
   const columns: { head: string; cell: (scenario: Scenario, server: ServerSpec, mine: number) => string }[] = [];
   const versus = (other: string) => (scenario: Scenario, server: ServerSpec, mine: number) =>
@@ -504,6 +880,28 @@ function writeReport(
     });
   }
   if (has('json-server')) columns.push({ head: '× json-server', cell: versus('json-server') });
+  /** CPU time of the service and its PostgreSQL backends per request, µs. */
+  const perRequest = (m: Measure) => (1e6 * (m.serviceCpu + (Number.isNaN(m.databaseCpu) ? 0 : m.databaseCpu))) / Math.max(1, m.requests);
+  if (onPostgres.length) {
+    const cpu = (pick: (m: Measure) => number, digits: number) => (scenario: Scenario, server: ServerSpec) => {
+      const value = med(scenario.name, server.name, pick);
+      return Number.isFinite(value) ? value.toFixed(digits) : '–';
+    };
+    columns.push(
+      { head: 'service CPU %', cell: cpu((m) => (100 * m.serviceCpu) / m.wall, 0) },
+      { head: 'PostgreSQL CPU %', cell: cpu((m) => (100 * m.databaseCpu) / m.wall, 0) },
+      { head: 'CPU µs/req', cell: cpu(perRequest, 0) },
+    );
+    columns.push({
+      head: 'cores busy % 0/1',
+      cell: (scenario, server) =>
+        runs(scenario.name, server.name)[0]?.cores.length
+          ? (runs(scenario.name, server.name)[0]?.cores ?? [])
+              .map((_, i) => med(scenario.name, server.name, (m) => m.cores[i] ?? Number.NaN).toFixed(0))
+              .join(' / ')
+          : '–',
+    });
+  }
   lines.push(
     `| scenario | server | req/s | p50 ms | p99 ms | peak RSS MB | log B/req | ${columns.map((c) => `${c.head} | `).join('')}failures |`,
     `|---|---|---:|---:|---:|---:|---:|${columns.map(() => '---:|').join('')}---:|`,
@@ -589,6 +987,48 @@ function writeReport(
     '',
     `Load generator headroom: wrk drove up to ${Math.round(wrkTop.rps).toLocaleString('en')} req/s in this run (${wrkTop.key.replace('|', ', ')})${abTop.key ? `, ab up to ${Math.round(abTop.rps).toLocaleString('en')} req/s (${abTop.key.replace('|', ', ')})` : ''}, each on its own core.`,
   );
+  if (onPostgres.length && has('restable')) {
+    lines.push(
+      '',
+      '## PostgreSQL vs SQLite (issue 13)',
+      '',
+      '`× restable` is the ratio of the medians to `restable` on SQLite (FULL) in this run; `per round` pairs the runs of each round and',
+      'gives the median and range of those ratios. `3 × 1` is three instances behind haproxy against one, both on PostgreSQL.',
+      '`CPU µs/req`: CPU time of the service’s processes (and of the PostgreSQL server) per request.',
+      '',
+    );
+    const three = has('restable-postgres-3');
+    const one = has('restable-postgres');
+    const head = ['scenario', 'restable (SQLite) req/s'];
+    if (one) head.push('restable-postgres req/s', '× restable', 'per round');
+    if (three) head.push('restable-postgres-3 req/s', '× restable', 'per round');
+    if (one && three) head.push('3 × 1');
+    const which = `(SQLite${one ? ' / PG' : ''}${three ? ' / PG ×3' : ''})`;
+    head.push(`p99 ms ${which}`, `CPU µs/req ${which}`);
+    lines.push(
+      `| ${head.join(' | ')} |`,
+      `|---|${head
+        .slice(1)
+        .map(() => '---:|')
+        .join('')}`,
+    );
+    for (const { name } of scenarios) {
+      if (!ran(name, 'restable')) continue;
+      const cells = [name, Math.round(rps(name, 'restable')).toLocaleString('en')];
+      const against = (server: string) => {
+        if (!ran(name, server)) return ['–', '–', '–'];
+        const c = compare([name, server], [name, 'restable']);
+        return [Math.round(rps(name, server)).toLocaleString('en'), c.ratio.toFixed(2), range(c)];
+      };
+      if (one) cells.push(...against('restable-postgres'));
+      if (three) cells.push(...against('restable-postgres-3'));
+      if (one && three) cells.push(ratio(rps(name, 'restable-postgres-3') / rps(name, 'restable-postgres')));
+      const p99 = ['restable', ...(one ? ['restable-postgres'] : []), ...(three ? ['restable-postgres-3'] : [])];
+      cells.push(p99.map((server) => (ran(name, server) ? ms(med(name, server, (m) => m.p99)) : '–')).join(' / '));
+      cells.push(p99.map((server) => (ran(name, server) ? med(name, server, perRequest).toFixed(0) : '–')).join(' / '));
+      lines.push(`| ${cells.join(' | ')} |`);
+    }
+  }
   if (BASELINE && has('restable') && has('restable-baseline')) {
     lines.push(
       '',

@@ -9,9 +9,7 @@ import { createRouteTable } from './api/routes.js';
 import type { Config } from './config.js';
 import { createCursorCodec } from './cursor.js';
 import type { DatabaseHandle } from './db/client.js';
-import { MIGRATIONS_FOLDER } from './db/migrate.js';
-import { PG_MIGRATIONS_FOLDER } from './db/pg-migrate.js';
-import { isPostgres, type PostgresHandle } from './db/postgres.js';
+import type { PostgresHandle } from './db/postgres.js';
 import * as defaultSchema from './db/schema.js';
 import { DOCS_CSP, DOCS_HTML, docsEndpoints } from './docs.js';
 import { ApiError, toProblem } from './errors.js';
@@ -73,12 +71,7 @@ function serviceEndpoint(
 export function createApp({ database, config, logger, schema = defaultSchema, migrationsFolder }: AppOptions): App {
   const registry = createRegistry(schema);
   let shuttingDown = false;
-  const backend = createBackend(database, {
-    schema,
-    resources: registry.resources,
-    config,
-    migrationsFolder: migrationsFolder ?? (isPostgres(database) ? PG_MIGRATIONS_FOLDER : MIGRATIONS_FOLDER),
-  });
+  const backend = createBackend(database, { schema, resources: registry.resources, config, migrationsFolder });
   const { store } = backend;
   const services: ReturnType<typeof serviceEndpoint>[] = [
     serviceEndpoint('/', 'The API index: every resource kind and the service links', (_req, res) =>

@@ -124,6 +124,9 @@ async function serve(config: Config, logger: Logger): Promise<void> {
   }
 }
 
+/** How long the primary waits before replacing a worker that died. */
+const REFORK_DELAY_MS = 1000;
+
 /** The cluster primary: migrates once, forks the workers, replaces crashed ones, stops them all. */
 async function supervise(config: Config, logger: Logger): Promise<void> {
   await close(await migrate(config, logger));
@@ -131,8 +134,9 @@ async function supervise(config: Config, logger: Logger): Promise<void> {
   let stopping = false;
   cluster.on('exit', (worker, code, signal) => {
     if (!stopping) {
-      logger.error({ pid: worker.process.pid, code, signal }, 'a worker died; starting another');
-      cluster.fork();
+      // After a pause: a worker that cannot start (its database unreachable) must not be re-forked in a tight loop.
+      logger.error({ pid: worker.process.pid, code, signal }, `a worker died; starting another in ${REFORK_DELAY_MS} ms`);
+      setTimeout(() => stopping || cluster.fork(), REFORK_DELAY_MS);
     } else if (Object.keys(cluster.workers ?? {}).length === 0) {
       logger.info('all workers stopped');
       process.exitCode = 0;

@@ -30,8 +30,21 @@ interface JournalEntry {
   when: number;
 }
 
-function readJournal(folder: string): JournalEntry[] {
+/** The migrations of a drizzle-kit folder, oldest first (either engine's). */
+export function readJournal(folder: string): JournalEntry[] {
   return (JSON.parse(readFileSync(`${folder}/meta/_journal.json`, 'utf8')) as { entries: JournalEntry[] }).entries;
+}
+
+/** What `done` (the `when` of each applied migration, from drizzle's bookkeeping) means for the journal of `folder`. */
+export function statusOf(done: number[], folder: string): MigrationStatus {
+  const last = Math.max(Number.NEGATIVE_INFINITY, ...done);
+  const entries = readJournal(folder);
+  const known = new Set(entries.map((e) => e.when));
+  return {
+    applied: entries.filter((e) => e.when <= last).map((e) => e.tag),
+    pending: entries.filter((e) => e.when > last).map((e) => e.tag),
+    unknown: done.filter((when) => !known.has(when)).length,
+  };
 }
 
 function appliedMillis(sqlite: Database.Database): number[] {
@@ -46,15 +59,19 @@ function appliedMillis(sqlite: Database.Database): number[] {
 
 /** Lists applied, pending and unknown migrations of `folder`, changing nothing. */
 export function migrationStatus({ sqlite }: DatabaseHandle, folder = MIGRATIONS_FOLDER): MigrationStatus {
-  const done = appliedMillis(sqlite);
-  const last = Math.max(Number.NEGATIVE_INFINITY, ...done);
-  const entries = readJournal(folder);
-  const known = new Set(entries.map((e) => e.when));
-  return {
-    applied: entries.filter((e) => e.when <= last).map((e) => e.tag),
-    pending: entries.filter((e) => e.when > last).map((e) => e.tag),
-    unknown: done.filter((when) => !known.has(when)).length,
-  };
+  return statusOf(appliedMillis(sqlite), folder);
+}
+
+/**
+ * The status, unless the database holds migrations this code does not know (a newer version migrated it).
+ * @throws {MigrationError} then: a downgrade is refused on either engine
+ */
+export function refuseUnknown(status: MigrationStatus): MigrationStatus {
+  if (status.unknown === 0) return status;
+  throw new MigrationError(
+    `the database has ${status.unknown} migration(s) this code does not know (it was migrated by a newer version); ` +
+      'refusing to start: run that version, or restore a backup',
+  );
 }
 
 function hasData(sqlite: Database.Database): boolean {
@@ -100,13 +117,7 @@ export interface MigrateResult {
  * @throws {MigrationError} with a one-line message
  */
 export async function applyMigrations(handle: DatabaseHandle, folder = MIGRATIONS_FOLDER, backupTo?: string): Promise<MigrateResult> {
-  const status = migrationStatus(handle, folder);
-  if (status.unknown > 0) {
-    throw new MigrationError(
-      `the database has ${status.unknown} migration(s) this code does not know (it was migrated by a newer version); ` +
-        'refusing to start: run that version, or restore a backup',
-    );
-  }
+  const status = refuseUnknown(migrationStatus(handle, folder));
   if (status.pending.length === 0) return { applied: [] };
   const { sqlite } = handle;
   const backup = hasData(sqlite)

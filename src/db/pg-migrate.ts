@@ -1,10 +1,9 @@
 // Applies the PostgreSQL migrations in migrations/pg (found relative to this module): drizzle's files
 // and bookkeeping, under an advisory lock, all pending ones in one transaction; never generates any.
-import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import type pg from 'pg';
-import { MigrationError, type MigrationStatus } from './migrate.js';
+import { MigrationError, type MigrationStatus, readJournal, refuseUnknown, statusOf } from './migrate.js';
 import type { PostgresHandle } from './postgres.js';
 
 /** The committed PostgreSQL migrations; the same from src/db (tsx) and dist/db (compiled). */
@@ -14,16 +13,7 @@ export const PG_MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations/pg',
 const MIGRATIONS_TABLE = '"drizzle"."__drizzle_migrations"';
 
 /** The advisory lock every instance takes to migrate: the ASCII bytes of "restable" as one 64-bit key. */
-const LOCK_KEY = '8243124871055238245';
-
-interface JournalEntry {
-  tag: string;
-  when: number;
-}
-
-function readJournal(folder: string): JournalEntry[] {
-  return (JSON.parse(readFileSync(`${folder}/meta/_journal.json`, 'utf8')) as { entries: JournalEntry[] }).entries;
-}
+const LOCK_KEY = '8243121636658801765';
 
 type Queryable = pg.Pool | pg.PoolClient;
 
@@ -32,18 +22,6 @@ async function appliedMillis(db: Queryable): Promise<number[]> {
   if (!rows[0]?.exists) return [];
   const applied = await db.query<{ created_at: string | number }>(`SELECT created_at FROM ${MIGRATIONS_TABLE}`);
   return applied.rows.map((row) => Number(row.created_at));
-}
-
-/** What `done` (the applied migrations' `when`) means for the journal of `folder`. */
-function statusOf(done: number[], folder: string): MigrationStatus {
-  const last = Math.max(Number.NEGATIVE_INFINITY, ...done);
-  const entries = readJournal(folder);
-  const known = new Set(entries.map((e) => e.when));
-  return {
-    applied: entries.filter((e) => e.when <= last).map((e) => e.tag),
-    pending: entries.filter((e) => e.when > last).map((e) => e.tag),
-    unknown: done.filter((when) => !known.has(when)).length,
-  };
 }
 
 /** Lists applied, pending and unknown migrations of `folder`, changing nothing. */
@@ -87,13 +65,7 @@ export async function applyPgMigrations(handle: PostgresHandle, folder = PG_MIGR
     await client.query(`SELECT pg_advisory_lock(${LOCK_KEY})`);
     try {
       const done = await appliedMillis(client);
-      const status = statusOf(done, folder);
-      if (status.unknown > 0) {
-        throw new MigrationError(
-          `the database has ${status.unknown} migration(s) this code does not know (it was migrated by a newer version); ` +
-            'refusing to start: run that version, or restore a backup',
-        );
-      }
+      const status = refuseUnknown(statusOf(done, folder));
       if (status.pending.length === 0) return { applied: [] };
       try {
         return { applied: await applyPending(client, folder, Math.max(Number.NEGATIVE_INFINITY, ...done)) };

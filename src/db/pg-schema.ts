@@ -4,6 +4,7 @@ import { getTableColumns, is, SQL } from 'drizzle-orm';
 import {
   bigint,
   boolean,
+  check,
   customType,
   doublePrecision,
   foreignKey,
@@ -43,9 +44,11 @@ function builderOf(column: SQLiteColumn, serverAssigned: boolean): PgColumnBuild
     case 'SQLiteReal':
       return doublePrecision(name);
     case 'SQLiteNumeric':
-    case 'SQLiteNumericNumber':
-    case 'SQLiteNumericBigInt':
       return numeric(name);
+    case 'SQLiteNumericNumber':
+      return numeric(name, { mode: 'number' });
+    case 'SQLiteNumericBigInt':
+      return numeric(name, { mode: 'bigint' });
     case 'SQLiteTextJson':
     case 'SQLiteBlobJson':
       return jsonb(name);
@@ -111,10 +114,13 @@ export function toPgTables(schema: Record<string, unknown>): Record<string, PgTa
     const pg = pgTable(config.name, columns, (t) => {
       const extras: unknown[] = [];
       if (compositeKey) extras.push(primaryKey({ name: compositeKey.getName(), columns: fieldsOf(t, compositeKey.columns) as never }));
+      // CHECK constraints and partial-index conditions are SQL: copied as written, so they must mean the same in both dialects.
+      for (const c of config.checks) extras.push(check(c.name, c.value));
       for (const u of config.uniqueConstraints) extras.push(unique(u.getName()).on(...(fieldsOf(t, u.columns) as [never])));
       for (const { config: ix } of config.indexes) {
         const on = ix.columns.map((c) => (is(c, SQL) ? c : t[keyOf.get((c as SQLiteColumn).name) as string])) as [never];
-        extras.push((ix.unique ? uniqueIndex(ix.name) : index(ix.name)).on(...on));
+        const built = (ix.unique ? uniqueIndex(ix.name) : index(ix.name)).on(...on);
+        extras.push(ix.where ? built.where(ix.where) : built);
       }
       for (const fk of config.foreignKeys) {
         const reference = fk.reference();

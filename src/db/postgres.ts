@@ -48,7 +48,7 @@ const types = {
   },
 } as pg.CustomTypesConfig;
 
-/** Queries a connection serves before the pool replaces it (bounds the prepared statements it accumulates). */
+/** Checkouts (a query or a transaction each) a connection serves before the pool replaces it: bounds what it accumulates. */
 const MAX_USES = 10_000;
 
 /** The URL with its password masked, safe to log. */

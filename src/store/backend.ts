@@ -4,15 +4,16 @@ import type { Config } from '../config.js';
 import { readCursorKey } from '../cursor.js';
 import { type DatabaseHandle, probeWrite } from '../db/client.js';
 import * as internalSchema from '../db/internal-schema.js';
-import { migrationStatus } from '../db/migrate.js';
-import { pgMigrationStatus } from '../db/pg-migrate.js';
+import { MIGRATIONS_FOLDER, migrationStatus } from '../db/migrate.js';
+import { PG_MIGRATIONS_FOLDER, pgMigrationStatus } from '../db/pg-migrate.js';
 import { toPgTables } from '../db/pg-schema.js';
 import { isPostgres, type PostgresHandle } from '../db/postgres.js';
-import { ApiError } from '../errors.js';
+import type { ApiError } from '../errors.js';
 import type { Resource } from '../resources.js';
-import { createPostgresStore, pgUnavailableFrom, readPgCursorKey } from './postgres.js';
+import { pgUnavailableFrom } from './pg-errors.js';
+import { createPostgresStore, readPgCursorKey } from './postgres.js';
 import { createSqliteStore, unavailableFrom } from './sqlite.js';
-import type { MaybePromise, Store } from './store.js';
+import { type MaybePromise, refusals, type Store } from './store.js';
 
 export interface Backend {
   store: Store;
@@ -32,11 +33,12 @@ export interface BackendOptions {
   schema: Record<string, unknown>;
   resources: Resource[];
   config: Pick<Config, 'cursorSecret'>;
-  migrationsFolder: string;
+  /** Where this code's migrations for the engine live (for /readyz); the committed folder of the engine by default. */
+  migrationsFolder?: string;
 }
 
 /** SQLite: one connection, writes group-committed; a write that failed for the disk keeps /readyz at 503 until a probe write succeeds. */
-function sqliteBackend(database: DatabaseHandle, { resources, config, migrationsFolder }: BackendOptions): Backend {
+function sqliteBackend(database: DatabaseHandle, { resources, config, migrationsFolder = MIGRATIONS_FOLDER }: BackendOptions): Backend {
   let writeFailure: string | undefined;
   const unavailable = (error: unknown) => {
     const found = unavailableFrom(error);
@@ -66,7 +68,10 @@ function sqliteBackend(database: DatabaseHandle, { resources, config, migrations
 }
 
 /** PostgreSQL: a pool shared by every request; any number of instances may serve one database. */
-function postgresBackend(handle: PostgresHandle, { schema, resources, config, migrationsFolder }: BackendOptions): Backend {
+function postgresBackend(
+  handle: PostgresHandle,
+  { schema, resources, config, migrationsFolder = PG_MIGRATIONS_FOLDER }: BackendOptions,
+): Backend {
   let key: Buffer | undefined;
   const load = () =>
     readPgCursorKey(handle, config.cursorSecret).then((read) => {
@@ -74,20 +79,21 @@ function postgresBackend(handle: PostgresHandle, { schema, resources, config, mi
     });
   return {
     store: createPostgresStore(handle, resources, toPgTables({ ...schema, ...internalSchema })),
-    isOpen: () => !handle.pool.ended,
+    isOpen: () => !handle.pool.ending,
     async notReady() {
       if (handle.pool.ended) return 'the database pool is closed';
       try {
         const { pending } = await pgMigrationStatus(handle, migrationsFolder);
         return pending.length > 0 ? `${pending.length} migration(s) pending: ${pending.join(', ')}` : undefined;
-      } catch (error) {
-        return `the database cannot be reached (${(error as Error).message})`;
+      } catch {
+        // The driver's message names hosts and addresses: /readyz is open to anyone, so it says no more.
+        return `the database cannot be reached (or no connection of the pool came free within PG_CONNECT_TIMEOUT_MS)`;
       }
     },
     cursorKey() {
       if (key) return key;
       void load().catch(() => undefined);
-      throw new ApiError('unavailable', 'The database cannot be reached right now; try again later.', { headers: { 'Retry-After': '1' } });
+      throw refusals.unavailable('The database cannot be reached right now; try again later.');
     },
     ready: load().catch(() => undefined),
     unavailableFrom: pgUnavailableFrom,

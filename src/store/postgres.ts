@@ -1,5 +1,5 @@
 // The PostgreSQL store: the same kind stores over a node-postgres pool, SQL built once per statement
-// with drizzle on the derived pg tables; PostgreSQL's errors are mapped to the API's here, once.
+// with drizzle on the derived pg tables; writes in transactions with the row locked, retried after races.
 import { createHash, randomBytes } from 'node:crypto';
 import { and, count, eq, getTableColumns, gt, inArray, lte, type SQL, sql } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
@@ -9,8 +9,10 @@ import { CURSOR_SECRET_NAME } from '../cursor.js';
 import type { PostgresHandle } from '../db/postgres.js';
 import { ApiError } from '../errors.js';
 import { KEY_TTL_MS, reusedKey } from '../idempotency.js';
+import { LIMIT, type ListQuery } from '../query.js';
 import type { Field, Id, Resource } from '../resources.js';
 import type { Row } from '../validation.js';
+import { afterRetries, isRetryable, isUnavailable, type PgError, pgUnavailableFrom, writeError } from './pg-errors.js';
 import {
   type Buildable,
   cached,
@@ -31,83 +33,67 @@ import { type KindStore, notFound, type Page, type Store } from './store.js';
 /** A transaction that lost a serialization race or a deadlock is run again this many times in all, then a 503. */
 const MAX_ATTEMPTS = 3;
 
-/** SQLSTATE classes and codes that mean the server cannot be reached or cannot serve now. */
-const UNAVAILABLE_CODES = new Set(['57P01', '57P02', '57P03', '53300', '57014', '25006', '55P03', '53100', '53200']);
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN']);
-
-interface PgError extends Error {
-  code?: string;
-  detail?: string;
-  column?: string;
-  constraint?: string;
-}
-
-/** Whether an error says the database is unreachable or refusing work (not that the request is wrong). */
-function isUnavailable(error: PgError): boolean {
-  const code = error.code ?? '';
-  if (code.startsWith('08') || UNAVAILABLE_CODES.has(code) || NETWORK_CODES.has(code)) return true;
-  // node-postgres's own errors for a lost or never-made connection carry no code.
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection ended/i.test(
-    error.message,
-  );
-}
-
-/** The 503 of an unreachable or overloaded database, or undefined for any other error. */
-export function pgUnavailableFrom(error: unknown): ApiError | undefined {
-  if (error instanceof ApiError) return error.code === 'unavailable' ? error : undefined;
-  if (!(error instanceof Error) || !isUnavailable(error as PgError)) return undefined;
-  return new ApiError('unavailable', 'The database cannot be reached right now; try again later.', {
-    headers: { 'Retry-After': '1' },
-    cause: error,
-  });
-}
-
-/** A serialization failure or a deadlock: the transaction may simply be run again. */
-const isRetryable = (error: unknown) => ['40001', '40P01'].includes((error as PgError).code ?? '');
-
-/** Column names in a constraint's detail: `Key (user_id, pet_id)=(1, 2) already exists.` */
-function columnsInDetail(detail: string | undefined): string[] {
-  const match = /^Key \((.+?)\)=/.exec(detail ?? '');
-  return match ? (match[1] as string).split(', ').map((c) => c.replace(/^"|"$/g, '')) : [];
-}
-
 /** PostgreSQL's spelling of the list language: NULLs and text ordered as SQLite orders them. */
 function listDialect(columnOf: (field: Field) => PgColumn): ListDialect {
   /** Text compared byte by byte (SQLite's BINARY collation), whatever the database's locale. */
-  const ordered = (field: Field) => {
-    const column = columnOf(field);
-    return column.dataType === 'string' ? sql`${column} COLLATE "C"` : sql`${column}`;
-  };
+  const isText = (field: Field) => columnOf(field).columnType === 'PgText';
+  const ordered = (field: Field) => (isText(field) ? sql`${columnOf(field)} COLLATE "C"` : sql`${columnOf(field)}`);
   return {
     column: columnOf,
-    contains: (column, p) => sql`strpos(${column}, ${p}) > 0`,
+    text: (field) => (isText(field) ? sql`${columnOf(field)}` : sql`cast(${columnOf(field)} as text)`),
+    contains: (text, p) => sql`strpos(${text}, ${p}) > 0`,
     ordered,
-    // SQLite sorts NULL before every value: first ascending, last descending.
-    orderBy: ({ field, descending }) => (descending ? sql`${ordered(field)} DESC NULLS LAST` : sql`${ordered(field)} ASC NULLS FIRST`),
+    // SQLite sorts NULL before every value: first ascending, last descending. A column that cannot be
+    // NULL gets no NULLS clause, so that its index (ordered NULLS LAST ascending) can serve the order.
+    orderBy: ({ field, descending }) => {
+      const nulls = columnOf(field).notNull ? sql`` : descending ? sql` NULLS LAST` : sql` NULLS FIRST`;
+      return descending ? sql`${ordered(field)} DESC${nulls}` : sql`${ordered(field)} ASC${nulls}`;
+    },
   };
 }
 
-/** Runs statements on the pool or on a transaction's client, rows as arrays, each statement prepared once per connection. */
 type Queryable = pg.Pool | pg.PoolClient;
-type Named = Statement & { name: string };
+/** A statement and, when it is one the service always runs, the name each connection prepares it under. */
+type Named = Statement & { name?: string };
 
 /**
- * A statement that each connection prepares once: its name is its SQL's digest, so the same SQL is
- * one prepared statement however often a shape cache forgets it (the pool's maxUses bounds what a
- * long-lived connection accumulates from clients' many list shapes).
+ * A statement each connection prepares once, named by its SQL's digest. Only statements from a
+ * bounded set are named (those a kind always runs, and plain pages: see isPlain): other list shapes
+ * are chosen by clients, and a prepared statement lives as long as its connection.
  */
 const named = (query: Buildable): Named => {
   const statement = toStatement(query);
   return { ...statement, name: `restable_${createHash('sha1').update(statement.text).digest('hex').slice(0, 24)}` };
 };
 
+/**
+ * A page any client asks for: no filter, the default order and limit (a collection's or a related
+ * list's first and next pages): few shapes per kind, so their statements may be named.
+ */
+function isPlain(query: ListQuery, resource: Resource): boolean {
+  const [first, ...rest] = query.sort;
+  return (
+    query.filters.length === 0 &&
+    query.limit === LIMIT.default &&
+    rest.length === 0 &&
+    first?.field === resource.primaryKey &&
+    !first.descending
+  );
+}
+
+/** Runs a statement, rows as arrays. */
 async function rowsOf(on: Queryable, statement: Named, values: Record<string, unknown>): Promise<unknown[][]> {
   const result = await on.query({ name: statement.name, text: statement.text, values: statement.args(values), rowMode: 'array' });
   return result.rows as unknown[][];
 }
 
-/** Runs `work` in a transaction on one connection; a serialization failure or deadlock runs it again. */
-async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+/**
+ * Runs `work` on a connection of the pool, in a transaction when asked; a serialization failure or
+ * a deadlock runs it again, up to MAX_ATTEMPTS. The connection goes back to the pool unless it broke
+ * (pool.query would close it after any error: a 409 would then cost a new connection and its
+ * prepared statements).
+ */
+async function withConnection<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>, transaction = false): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     let client: pg.PoolClient;
     try {
@@ -117,23 +103,17 @@ async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => 
     }
     let broken: Error | undefined;
     try {
+      if (!transaction) return await work(client);
       await client.query('BEGIN');
       const result = await work(client);
       await client.query('COMMIT');
       return result;
     } catch (error) {
-      if (error instanceof Error && isUnavailable(error as PgError)) broken = error;
-      else await client.query('ROLLBACK').catch((e: Error) => (broken = e));
+      if (error instanceof Error && isUnavailable(error)) broken = error;
+      else if (transaction) await client.query('ROLLBACK').catch((e: Error) => (broken = e));
       if (isRetryable(error) && attempt < MAX_ATTEMPTS) continue;
-      if (isRetryable(error)) {
-        throw new ApiError('unavailable', 'The write kept conflicting with concurrent writes; try again.', {
-          headers: { 'Retry-After': '1' },
-          cause: error,
-        });
-      }
-      throw pgUnavailableFrom(error) ?? error;
+      throw afterRetries(error);
     } finally {
-      // A connection that failed mid-transaction is closed, not handed to the next request.
       client.release(broken);
     }
   }
@@ -242,8 +222,8 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
     );
     return { inserted, statement };
   };
-  const listStatements = new Map<string, Named>();
-  const countStatements = new Map<string, Named>();
+  const listStatements = new Map<string, Statement>();
+  const countStatements = new Map<string, Statement>();
   /** A column's SQL-expression default, computed by PostgreSQL (for a PUT that leaves the field out). */
   const sqlDefaultStatements = new Map<string, { text: string; values: unknown[] }>();
   const sqlDefaultOf = async (client: pg.PoolClient, field: Field): Promise<unknown> => {
@@ -257,15 +237,14 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
     return columnOf(field).mapFromDriverValue((result.rows[0] as unknown[])[0]);
   };
 
-  /** Reads with connection failures as 503s. */
   /**
    * Reads with connection failures as 503s. A value PostgreSQL cannot hold (a NUL character, which
    * SQLite text may contain) is a data exception (22xxx): no row has it, so an id names nothing
    * (`missing`) and a filter value is refused with a 400.
    */
-  const reading = async <T>(work: () => Promise<T>, missing?: () => T): Promise<T> => {
+  const reading = async <T>(work: (client: pg.PoolClient) => Promise<T>, missing?: () => T): Promise<T> => {
     try {
-      return await work();
+      return await withConnection(pool, work);
     } catch (error) {
       if ((error as PgError).code?.startsWith('22')) {
         if (missing) return missing();
@@ -277,65 +256,20 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
   const find = (on: Queryable, statement: Named, id: Id) =>
     rowsOf(on, statement, { id: encodedId(id) }).then((rows) => (rows[0] ? toRow(rows[0]) : undefined));
 
-  /** The kinds whose foreign keys may block a delete of this kind (all but SET NULL / CASCADE ones). */
-  const referrers = () =>
-    resource.referencedBy
-      .filter((r) => !['set null', 'set default', 'cascade'].includes(r.onDelete))
-      .map((r) => `${r.child.name} (${r.field})`)
-      .join(' or ') || 'other elements';
-
-  /** A constraint failure as the client's error (409, 422), anything else unchanged. */
-  const toApiError = (action: 'write' | 'remove', error: unknown): unknown => {
-    if (error instanceof ApiError) return error;
-    const e = error as PgError;
-    const fieldsOf = (columns: string[]) => columns.map((c) => resource.fieldOfColumn.get(c)).filter((f): f is string => f !== undefined);
-    switch (e.code) {
-      case '23505': {
-        const keys = fieldsOf(columnsInDetail(e.detail));
-        return new ApiError('conflict', `A ${resource.name} element with the same ${keys.join(', ') || 'key'} already exists.`, {
-          errors: keys.map((path) => ({ path, message: 'is already taken' })),
-          cause: error,
-        });
-      }
-      case '23503': {
-        if (action === 'remove') {
-          return new ApiError('conflict', `This ${resource.name} element is still referenced by ${referrers()}; remove those first.`, {
-            cause: error,
-          });
-        }
-        const keys = fieldsOf(columnsInDetail(e.detail));
-        const parentOf = (key: string) => resource.foreignKeys.find((fk) => fk.field === key)?.parent.name ?? 'parent';
-        return new ApiError('unprocessable', 'A reference points at an element that does not exist.', {
-          ...(keys.length > 0 && { errors: keys.map((path) => ({ path, message: `names no ${parentOf(path)} element` })) }),
-          cause: error,
-        });
-      }
-      case '23502': {
-        const keys = fieldsOf(e.column ? [e.column] : []);
-        return new ApiError('unprocessable', `The ${resource.name} element is missing a required value.`, {
-          ...(keys.length > 0 && { errors: keys.map((path) => ({ path, message: 'is required' })) }),
-          cause: error,
-        });
-      }
-      default:
-        // 23514 (check), 23P01 (exclusion) and data exceptions (22xxx: a value the column cannot hold).
-        if (e.code?.startsWith('23')) {
-          return new ApiError('unprocessable', `The ${resource.name} element breaks a constraint of its table.`, { cause: error });
-        }
-        if (e.code?.startsWith('22')) {
-          return new ApiError('unprocessable', `The ${resource.name} element holds a value its table cannot store: ${e.message}.`, {
-            cause: error,
-          });
-        }
-        return error;
-    }
-  };
+  const toApiError = (action: 'write' | 'remove', error: unknown) => writeError(resource, action, error);
   const write = async <T>(action: 'write' | 'remove', work: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
     try {
-      return await inTransaction(pool, work);
+      return await withConnection(pool, work, true);
     } catch (error) {
       throw toApiError(action, error);
     }
+  };
+  /** Inserts a stamped row (one statement: atomic on its own) and answers with the created row. */
+  const insert = async (on: Queryable, row: Row) => {
+    const full = rules.forCreate(row);
+    const { inserted, statement } = insertFor(full);
+    const [created] = await rowsOf(on, statement, valuesOf(inserted, full, columnOf));
+    return toRow(created as unknown[]);
   };
   /** The current row, locked until the transaction ends (a concurrent write waits, then sees this one's result), or a 404. */
   const current = async (client: pg.PoolClient, id: Id): Promise<Row> => {
@@ -354,20 +288,20 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
   return {
     get: (id) =>
       reading(
-        () => find(pool, byId, id),
+        (client) => find(client, byId, id),
         () => undefined,
       ),
     exists: (id) =>
       reading(
-        () => rowsOf(pool, existsById, { id: encodedId(id) }).then((rows) => rows.length > 0),
+        (client) => rowsOf(client, existsById, { id: encodedId(id) }).then((rows) => rows.length > 0),
         () => false,
       ),
     list: (query, scope) =>
-      reading(async (): Promise<Page> => {
-        const after = await positionOf(query, (rowid) => find(pool, byId, rowid));
+      reading(async (client): Promise<Page> => {
+        const after = await positionOf(query, (rowid) => find(client, byId, rowid));
         const plan = planList(dialect, resource, query, scope, after);
         const rows = cached(listStatements, plan.shape, () =>
-          named(
+          (isPlain(query, resource) ? named : toStatement)(
             db
               .select(selection)
               .from(table)
@@ -376,38 +310,43 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
               .limit(plan.limit as never),
           ),
         );
-        const page = pageOf(await rowsOf(pool, rows, plan.params), query.limit, toRow);
-        let total: number | undefined;
-        if (plan.count) {
-          const { shape, params, where } = plan.count;
-          const counter = cached(countStatements, shape, () => named(db.select({ n: count() }).from(table).where(where())));
-          total = Number((await rowsOf(pool, counter, params))[0]?.[0] ?? 0);
+        if (!plan.count) return { ...pageOf(await rowsOf(client, rows, plan.params), query.limit, toRow), rowidOf };
+        // The page and its count from one snapshot, so that the total agrees with the rows.
+        const { shape, params, where } = plan.count;
+        const counter = cached(countStatements, shape, () => toStatement(db.select({ n: count() }).from(table).where(where())));
+        await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+        try {
+          const page = pageOf(await rowsOf(client, rows, plan.params), query.limit, toRow);
+          const total = Number((await rowsOf(client, counter, params))[0]?.[0] ?? 0);
+          return { ...page, total, rowidOf };
+        } finally {
+          await client.query('COMMIT').catch(() => undefined);
         }
-        return { ...page, total, rowidOf };
       }),
-    create: (row, respond, once) =>
-      write('write', async (client) => {
-        if (once) {
-          // One transaction at a time per key, across every instance: the second waits, then replays.
-          await client.query({ ...keys.lock, values: [once.key] });
-          const [stored] = await rowsOf(client, keys.find, { key: once.key, since: now() - KEY_TTL_MS });
-          if (stored) {
-            const [fingerprint, status, headers, body] = stored as [string, number, string, string];
-            if (fingerprint !== once.fingerprint) throw reusedKey();
-            return { response: { status, headers: JSON.parse(headers), body }, replayed: true };
-          }
+    create: async (row, respond, once) => {
+      if (!once) {
+        try {
+          return { response: respond(await withConnection(pool, (client) => insert(client, row))), replayed: false };
+        } catch (error) {
+          throw toApiError('write', error);
         }
-        const full = rules.forCreate(row);
-        const { inserted, statement } = insertFor(full);
-        const [created] = await rowsOf(client, statement, valuesOf(inserted, full, columnOf));
-        const response = respond(toRow(created as unknown[]));
-        if (once) {
-          const { key, fingerprint } = once;
-          const { status, headers, body } = response;
-          await rowsOf(client, keys.save, { key, fingerprint, status, headers: JSON.stringify(headers), body, createdAt: now() });
+      }
+      return write('write', async (client) => {
+        // One transaction at a time per key, across every instance: the second waits, then replays.
+        await client.query({ ...keys.lock, values: [once.key] });
+        const [stored] = await rowsOf(client, keys.find, { key: once.key, since: now() - KEY_TTL_MS });
+        if (stored) {
+          const [fingerprint, status, headers, body] = stored as [string, number, string, string];
+          if (fingerprint !== once.fingerprint) throw reusedKey();
+          return { response: { status, headers: JSON.parse(headers), body }, replayed: true };
         }
+        const response = respond(await insert(client, row));
+        const { key, fingerprint } = once;
+        const { status, headers, body } = response;
+        await rowsOf(client, keys.save, { key, fingerprint, status, headers: JSON.stringify(headers), body, createdAt: now() });
         return { response, replayed: false };
-      }),
+      });
+    },
     update: (id, change) =>
       write('write', async (client) => {
         const changed = change(await current(client, id));

@@ -66,8 +66,10 @@ export function selectionOf(fields: { key: string; column: Column }[]): Record<s
 export interface ListDialect {
   /** The backend's column of a field. */
   column(field: Field): Column;
-  /** `column` holds `p` literally (no pattern characters). */
-  contains(column: Column, p: Placeholder): SQL;
+  /** The field as text, for `contains` and `startsWith` (a numeric column is text in SQLite, not in PostgreSQL). */
+  text(field: Field): SQL;
+  /** `text` holds `p` literally (no pattern characters). */
+  contains(text: SQL, p: Placeholder): SQL;
   /** The column as it is compared and sorted (a text column in binary order). */
   ordered(field: Field): SQL;
   /** ORDER BY terms for one key. */
@@ -109,9 +111,9 @@ function conditionOf(d: ListDialect, { field, op, value }: Filter, params: Place
     case 'in':
       return inArray(column, params);
     case 'contains':
-      return d.contains(column, p);
+      return d.contains(d.text(field), p);
     case 'startsWith':
-      return sql`substr(${column}, 1, length(${p})) = ${p}`;
+      return sql`substr(${d.text(field)}, 1, length(${p})) = ${p}`;
     case 'null':
       return value ? isNull(column) : isNotNull(column);
   }
@@ -127,11 +129,16 @@ function strictlyAfter(d: ListDialect, { field, descending }: SortKey, p: Placeh
 /**
  * The keyset predicate "after the cursor row" for a total order, over the cursor's placeholders
  * (undefined for a null value): a row-value comparison when it can use an index (one direction, no
- * NULLs), else the expanded OR of prefixes.
+ * NULLs in the cursor nor, descending, in the columns), else the expanded OR of prefixes.
  */
 function afterCursor(d: ListDialect, sort: SortKey[], params: (Placeholder | undefined)[]): SQL | undefined {
   const first = sort[0] as SortKey;
-  if (sort.every((k, i) => k.descending === first.descending && params[i] !== undefined)) {
+  // Descending, a NULL sorts after every value but a row-value comparison with it is NULL: only keys
+  // that cannot hold NULL may take the shortcut then (ascending, NULLs come first and are passed already).
+  const shortcut = sort.every(
+    (k, i) => k.descending === first.descending && params[i] !== undefined && (!k.descending || d.column(k.field).notNull),
+  );
+  if (shortcut) {
     const columns = sql.join(
       sort.map((k) => sql`${d.ordered(k.field)}`),
       sql`, `,

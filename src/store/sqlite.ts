@@ -24,7 +24,7 @@ import {
   toStatement,
   valuesOf,
 } from './sql.js';
-import { type KindStore, notFound, type Page, type Store } from './store.js';
+import { type KindStore, notFound, type Page, refusals, type Store } from './store.js';
 
 /** The better-sqlite3 error under any wrapper, if any. */
 function sqliteErrorOf(error: unknown): (Error & { code: string }) | undefined {
@@ -55,10 +55,7 @@ export function unavailableFrom(error: unknown): ApiError | undefined {
   if (error instanceof ApiError) return error.code === 'unavailable' ? error : undefined;
   const sqliteError = sqliteErrorOf(error);
   if (!sqliteError || classify(sqliteError) !== 'unavailable') return undefined;
-  return new ApiError('unavailable', 'The database cannot accept writes right now; try again later.', {
-    headers: { 'Retry-After': '1' },
-    cause: sqliteError,
-  });
+  return refusals.unavailable('The database cannot accept writes right now; try again later.', sqliteError);
 }
 
 /** Field keys named in a constraint message such as "UNIQUE constraint failed: users.email". */
@@ -82,7 +79,8 @@ function prepare(sqlite: Database.Database, query: Buildable): Prepared {
 /** SQLite's spelling of the list language: its own NULL order and binary text collation are the reference. */
 const SQLITE_LIST: ListDialect = {
   column: (field) => field.column,
-  contains: (column, p) => sql`instr(${column}, ${p}) > 0`,
+  text: (field) => sql`${field.column}`,
+  contains: (text, p) => sql`instr(${text}, ${p}) > 0`,
   ordered: (field) => sql`${field.column}`,
   orderBy: ({ field, descending }) => (descending ? desc(field.column) : asc(field.column)),
 };
@@ -153,14 +151,8 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
   /** Prepared on first use: only the 422 after a foreign-key failure reads them. */
   let parentStatements: Map<string, Database.Statement> | undefined;
 
-  /** The kinds whose foreign keys may block a delete of this kind (all but SET NULL / CASCADE ones). */
-  function referrers(): string {
-    const blocking = resource.referencedBy.filter((r) => !['set null', 'set default', 'cascade'].includes(r.onDelete));
-    return blocking.map((r) => `${r.child.name} (${r.field})`).join(' or ') || 'other elements';
-  }
-
   /** After SQLite refused a foreign key: the fields of `row` that name no parent, for a 422 that says which. */
-  function missingParents(row: Row): { path: string; message: string }[] {
+  function missingParents(row: Row): string[] {
     parentStatements ??= new Map(
       resource.foreignKeys.map(({ field, parent }) => [
         field,
@@ -178,36 +170,21 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
         const value = row[field];
         return value !== null && value !== undefined && !parentStatements?.get(field)?.get(encoded(parent.primaryKey.column, value));
       })
-      .map(({ field, parent }) => ({ path: field, message: `names no ${parent.name} element` }));
-  }
-
-  /** The 422 of a write SQLite refused for a foreign key: the fields that point at nothing, when they can be named. */
-  function referenceError(errors: { path: string; message: string }[], cause: unknown): ApiError {
-    return new ApiError('unprocessable', 'A reference points at an element that does not exist.', {
-      ...(errors.length > 0 && { errors }),
-      cause,
-    });
+      .map(({ field }) => field);
   }
 
   /** A constraint failure of a write as the client's error; anything else unchanged. */
   function toApiError(action: 'write' | 'remove', error: unknown, row?: Row): unknown {
     const sqliteError = sqliteErrorOf(error);
     switch (sqliteError && classify(sqliteError)) {
-      case 'unique': {
-        const fields = constrainedFields(resource, (sqliteError as Error).message);
-        return new ApiError('conflict', `A ${resource.name} element with the same ${fields.join(', ') || 'key'} already exists.`, {
-          errors: fields.map((path) => ({ path, message: 'is already taken' })),
-          cause: error,
-        });
-      }
+      case 'unique':
+        return refusals.taken(resource, constrainedFields(resource, (sqliteError as Error).message), error);
       case 'foreignKey':
         return action === 'remove'
-          ? new ApiError('conflict', `This ${resource.name} element is still referenced by ${referrers()}; remove those first.`, {
-              cause: error,
-            })
-          : referenceError(row ? missingParents(row) : [], error);
+          ? refusals.stillReferenced(resource, error)
+          : refusals.missingParent(resource, row ? missingParents(row) : [], error);
       case 'constraint':
-        return new ApiError('unprocessable', `The ${resource.name} element breaks a constraint of its table.`, { cause: error });
+        return refusals.constraint(resource, error);
       case 'unavailable':
         return unavailableFrom(error);
       default:

@@ -77,3 +77,37 @@ export function notFound(resource: Resource, id: unknown): ApiError {
 export function then<T, R>(value: MaybePromise<T>, next: (value: T) => R): MaybePromise<R> | R {
   return value instanceof Promise ? value.then(next) : next(value);
 }
+
+/**
+ * The client's errors for what a database refused, worded once for every backend so that both
+ * answer the same: a unique value taken (409), a delete blocked by references (409), a reference
+ * to nothing (422), another constraint (422).
+ */
+export const refusals = {
+  taken: (resource: Resource, fields: string[], cause: unknown) =>
+    new ApiError('conflict', `A ${resource.name} element with the same ${fields.join(', ') || 'key'} already exists.`, {
+      errors: fields.map((path) => ({ path, message: 'is already taken' })),
+      cause,
+    }),
+  stillReferenced(resource: Resource, cause: unknown) {
+    // The kinds whose foreign keys may block a delete of this kind: all but SET NULL / SET DEFAULT / CASCADE ones.
+    const blocking = resource.referencedBy.filter((r) => !['set null', 'set default', 'cascade'].includes(r.onDelete));
+    const referrers = blocking.map((r) => `${r.child.name} (${r.field})`).join(' or ') || 'other elements';
+    return new ApiError('conflict', `This ${resource.name} element is still referenced by ${referrers}; remove those first.`, { cause });
+  },
+  /** `fields`: those that name no parent, when they can be told. */
+  missingParent: (resource: Resource, fields: string[], cause: unknown) =>
+    new ApiError('unprocessable', 'A reference points at an element that does not exist.', {
+      ...(fields.length > 0 && {
+        errors: fields.map((path) => ({
+          path,
+          message: `names no ${resource.foreignKeys.find((fk) => fk.field === path)?.parent.name ?? 'parent'} element`,
+        })),
+      }),
+      cause,
+    }),
+  constraint: (resource: Resource, cause: unknown) =>
+    new ApiError('unprocessable', `The ${resource.name} element breaks a constraint of its table.`, { cause }),
+  /** The database is unreachable, overloaded or cannot write now: retry shortly. */
+  unavailable: (detail: string, cause?: unknown) => new ApiError('unavailable', detail, { headers: { 'Retry-After': '1' }, cause }),
+};

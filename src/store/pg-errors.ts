@@ -1,0 +1,98 @@
+// PostgreSQL's errors as the API's, mapped in one place: constraint violations (SQLSTATE class 23)
+// as 409/422, unreachable or overloaded servers as 503, races (40001, 40P01) as retryable.
+import { ApiError } from '../errors.js';
+import type { Resource } from '../resources.js';
+import { refusals } from './store.js';
+
+/** The fields node-postgres gives a server error (and the errno `code` of a socket error). */
+export interface PgError extends Error {
+  code?: string;
+  detail?: string;
+  column?: string;
+}
+
+/**
+ * SQLSTATE classes of a server that cannot serve now: connection exceptions (08), insufficient
+ * resources (53: too many connections, out of memory or disk), operator intervention (57: shutdown,
+ * statement timeout) and system errors (58).
+ */
+const UNAVAILABLE_CLASSES = ['08', '53', '57', '58'];
+/** Read-only transaction (a standby), lock not available, authentication or database gone after a change of the server. */
+const UNAVAILABLE_CODES = new Set(['25006', '55P03', '28000', '28P01', '3D000']);
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'EHOSTDOWN',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'EAI_AGAIN',
+]);
+/** node-postgres's own errors for a lost, never-made or closed connection carry no code. */
+const NO_CONNECTION =
+  /Connection terminated|timeout exceeded when trying to connect|connection error|Connection ended|Client was closed|after calling end on the pool/i;
+
+/** Whether an error says the database is unreachable or refusing work (not that the request is wrong). */
+export function isUnavailable(error: PgError): boolean {
+  const code = error.code ?? '';
+  if (UNAVAILABLE_CLASSES.includes(code.slice(0, 2)) || UNAVAILABLE_CODES.has(code) || NETWORK_CODES.has(code)) return true;
+  return NO_CONNECTION.test(error.message);
+}
+
+/** The 503 of an unreachable or overloaded database, or undefined for any other error. */
+export function pgUnavailableFrom(error: unknown): ApiError | undefined {
+  if (error instanceof ApiError) return error.code === 'unavailable' ? error : undefined;
+  if (!(error instanceof Error) || !isUnavailable(error as PgError)) return undefined;
+  return refusals.unavailable('The database cannot be reached right now; try again later.', error);
+}
+
+/** A serialization failure or a deadlock: the transaction may simply be run again. */
+export const isRetryable = (error: unknown) => ['40001', '40P01'].includes((error as PgError).code ?? '');
+
+/** The 503 of a write that kept losing serialization races or deadlocks; else the error, a 503 if it is one. */
+export function afterRetries(error: unknown): unknown {
+  if (!isRetryable(error)) return pgUnavailableFrom(error) ?? error;
+  return refusals.unavailable('The write kept conflicting with concurrent writes; try again.', error);
+}
+
+/** Column names in a constraint's detail: `Key (user_id, pet_id)=(1, 2) already exists.` */
+function columnsInDetail(detail: string | undefined): string[] {
+  const match = /^Key \((.+?)\)=/.exec(detail ?? '');
+  return match ? (match[1] as string).split(', ').map((c) => c.replace(/^"|"$/g, '')) : [];
+}
+
+/** A write's failure as the client's error (409, 422, 503); anything else (a bug) unchanged. */
+export function writeError(resource: Resource, action: 'write' | 'remove', error: unknown): unknown {
+  if (error instanceof ApiError) return error;
+  const e = error as PgError;
+  const fieldsOf = (columns: string[]) => columns.map((c) => resource.fieldOfColumn.get(c)).filter((f): f is string => f !== undefined);
+  const code = e.code ?? '';
+  switch (code) {
+    case '23505':
+      return refusals.taken(resource, fieldsOf(columnsInDetail(e.detail)), error);
+    case '23503':
+      return action === 'remove'
+        ? refusals.stillReferenced(resource, error)
+        : refusals.missingParent(resource, fieldsOf(columnsInDetail(e.detail)), error);
+    case '23502': {
+      const keys = fieldsOf(e.column ? [e.column] : []);
+      return new ApiError('unprocessable', `The ${resource.name} element is missing a required value.`, {
+        ...(keys.length > 0 && { errors: keys.map((path) => ({ path, message: 'is required' })) }),
+        cause: error,
+      });
+    }
+  }
+  // 23514 (check), 23P01 (exclusion); 22xxx: a value the column cannot hold (a NUL character in text);
+  // 54000: a value too long for its index (PostgreSQL's btree rows hold ~2.7 kB; SQLite has no such bound).
+  if (code.startsWith('23')) return refusals.constraint(resource, error);
+  if (code.startsWith('22') || code === '54000') {
+    return new ApiError('unprocessable', `The ${resource.name} element holds a value its table cannot store: ${e.message}.`, {
+      cause: error,
+    });
+  }
+  return pgUnavailableFrom(error) ?? error;
+}
