@@ -76,7 +76,7 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
   const services: ReturnType<typeof serviceEndpoint>[] = [
     serviceEndpoint('/', 'The API index: every resource kind and the service links', (_req, res) =>
       sendJson(res, 200, {
-        resources: registry.resources.map((r) => ({ name: r.name, href: `/${r.name}` })),
+        resources: registry.resources.map((r) => ({ name: r.name, href: r.path })),
         links: { docs: '/docs', openapi: '/openapi.json', health: '/healthz', ready: '/readyz' },
       }),
     ),

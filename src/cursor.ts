@@ -15,10 +15,14 @@ export class Digest {
 
 export type CursorValue = string | number | boolean | null | Digest;
 
-/** Where the next page starts: after the row with these sort values (and this rowid, when a value is a Digest). */
+/**
+ * Where the next page starts: after the row with these sort values (and this rowid, when a value is
+ * a Digest); or, for a kind without a key, at this position (no values).
+ */
 export interface Position {
   values: CursorValue[];
   rowid?: number;
+  offset?: number;
 }
 
 /** Text sort values longer than this (UTF-8 bytes) travel as a Digest, so a cursor stays short. */
@@ -65,9 +69,9 @@ export function createCursorCodec(key: () => Buffer): CursorCodec {
   const mac = (binding: string, payload: string) =>
     createHmac('sha256', keyOnce()).update(`${VERSION}\n${binding}\n${payload}`).digest('base64url').slice(0, MAC_CHARS);
   return {
-    seal(binding, { values, rowid }) {
+    seal(binding, { values, rowid, offset }) {
       const v = values.map((value) => (value instanceof Digest ? { h: value.digest } : value));
-      const payload = Buffer.from(JSON.stringify(rowid === undefined ? { v } : { v, r: rowid })).toString('base64url');
+      const payload = Buffer.from(JSON.stringify({ v, r: rowid, o: offset })).toString('base64url');
       return mac(binding, payload) + payload;
     },
     open(binding, cursor) {
@@ -75,16 +79,17 @@ export function createCursorCodec(key: () => Buffer): CursorCodec {
       const payload = cursor.slice(MAC_CHARS);
       const expected = Buffer.from(mac(binding, payload));
       if (!timingSafeEqual(expected, Buffer.from(cursor.slice(0, MAC_CHARS)))) return undefined;
-      let decoded: { v?: unknown; r?: unknown };
+      let decoded: { v?: unknown; r?: unknown; o?: unknown };
       try {
         decoded = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) ?? {};
       } catch {
         return undefined;
       }
-      const { v, r } = decoded;
+      const { v, r, o } = decoded;
       if (!Array.isArray(v) || !v.every(isCursorValue) || !(r === undefined || Number.isSafeInteger(r))) return undefined;
+      if (!(o === undefined || (Number.isSafeInteger(o) && (o as number) >= 0))) return undefined;
       const values = v.map((value) => (value !== null && typeof value === 'object' ? new Digest(value.h) : value));
-      return r === undefined ? { values } : { values, rowid: r as number };
+      return { values, ...(r !== undefined && { rowid: r as number }), ...(o !== undefined && { offset: o as number }) };
     },
   };
 }

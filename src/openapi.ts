@@ -1,7 +1,10 @@
 // Pure: registry → OpenAPI 3.1 document. Paths, methods, parameters (the §5 query language
 // included), schemas from the same zod validators the handlers use, headers and every status.
+import { is } from 'drizzle-orm';
+import { SQLiteNumeric, type SQLiteTable } from 'drizzle-orm/sqlite-core';
 import { createSelectSchema } from 'drizzle-zod';
 import { z } from 'zod';
+import { customKindOf } from './db/columns.js';
 import { LIMIT, OPERATORS, type Operator } from './query.js';
 import { type Field, type Method, OPEN_PATHS, PROBE_PATHS, READ_METHODS, type Registry, type Resource, type Route } from './resources.js';
 
@@ -18,7 +21,13 @@ export interface OpenApiOptions {
   services?: { path: string; methods: readonly Method[]; summary: string; produces: string }[];
 }
 
-const ref = (kind: 'schemas' | 'responses' | 'headers' | 'parameters', name: string) => ({ $ref: `#/components/${kind}/${name}` });
+/** A component name OpenAPI accepts (`^[a-zA-Z0-9._-]+$`): a table named `Liner Notes` is `Liner_Notes` there. */
+const componentName = (name: string) => name.replace(/[^A-Za-z0-9._-]/g, '_');
+const ref = (kind: 'schemas' | 'responses' | 'headers' | 'parameters', name: string) => ({
+  $ref: `#/components/${kind}/${componentName(name)}`,
+});
+const byComponentName = (components: Record<string, Json>) =>
+  Object.fromEntries(Object.entries(components).map(([name, value]) => [componentName(name), value]));
 
 function jsonSchema(schema: z.ZodType): Json {
   const { $schema: _, ...rest } = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'input', unrepresentable: 'any' }) as Json;
@@ -27,12 +36,14 @@ function jsonSchema(schema: z.ZodType): Json {
 
 /** The element schema (what GET answers): read-only fields marked, server-managed timestamps as date-times. */
 function elementSchema(resource: Resource): Json {
-  const schema = jsonSchema(createSelectSchema(resource.table));
+  const schema = jsonSchema(createSelectSchema(resource.table as SQLiteTable));
   const properties = schema.properties as Record<string, Json>;
   for (const field of resource.fields) {
+    const custom = customSchemaOf(field);
+    if (custom) properties[field.key] = field.column.notNull ? custom : { anyOf: [custom, { type: 'null' }] };
     if (!field.readOnly) continue;
     properties[field.key] = { ...properties[field.key], readOnly: true };
-    if (field !== resource.primaryKey) properties[field.key] = { ...properties[field.key], format: 'date-time' };
+    if (!resource.key.includes(field)) properties[field.key] = { ...properties[field.key], format: 'date-time' };
   }
   return schema;
 }
@@ -105,8 +116,19 @@ function patchSchema(resource: Resource): Json {
   };
 }
 
+/** The values of the column types drizzle-zod cannot describe: BLOBs as base64, untyped columns, exact decimals. */
+function customSchemaOf({ column }: Field): Json | undefined {
+  const custom = customKindOf(column);
+  if (custom === 'bytes') return { type: 'string', contentEncoding: 'base64' };
+  if (custom === 'untyped') return { type: ['string', 'number'] };
+  if (is(column, SQLiteNumeric)) return { type: 'string', format: 'decimal' };
+  return undefined;
+}
+
 function fieldSchema(field: Field): Json {
   const { column } = field;
+  const custom = customSchemaOf(field);
+  if (custom) return custom;
   if (column.dataType === 'number') return { type: column.columnType === 'SQLiteInteger' ? 'integer' : 'number' };
   if (column.dataType === 'boolean') return { type: 'boolean' };
   if (column.enumValues?.length) return { type: 'string', enum: column.enumValues };
@@ -427,18 +449,22 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
   };
   for (const resource of registry.resources) {
     schemas[resource.name] = elementSchema(resource);
+    if (resource.readOnlyKind) continue;
     schemas[`${resource.name}.create`] = jsonSchema(resource.createSchema);
     schemas[`${resource.name}.replace`] = replaceSchema(resource);
     schemas[`${resource.name}.patch`] = patchSchema(resource);
     for (const { field, parent } of resource.foreignKeys) {
       schemas[`${resource.name}.create.${field}`] = relatedCreateSchema(resource, field, parent.name);
     }
+    const composite = resource.key.length > 1;
     parameters[`${resource.name}Id`] = {
       name: 'id',
       in: 'path',
       required: true,
-      description: `the ${resource.name} key`,
-      schema: fieldSchema(resource.primaryKey),
+      description: composite
+        ? `the ${resource.name} key: ${resource.key.map((f) => f.key).join(', ')}, in this order, joined by "," (a "," or "%" in a value percent-encoded)`
+        : `the ${resource.name} key`,
+      schema: composite ? { type: 'string' } : fieldSchema(resource.key[0] as Field),
     };
   }
   return {
@@ -450,8 +476,8 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
     },
     paths,
     components: {
-      schemas,
-      parameters,
+      schemas: byComponentName(schemas),
+      parameters: byComponentName(parameters),
       responses: COMMON_RESPONSES,
       headers: {
         Location: { description: 'the path of the created element', schema: { type: 'string' } },

@@ -47,6 +47,8 @@ export interface ListQuery {
   after?: unknown[];
   /** The rowid of that row, when `after` holds a Digest. */
   afterRowid?: number;
+  /** Where the page starts, by position: set (0 on the first page) for a kind without a key, which has no keyset. */
+  offset?: number;
   count: boolean;
   /** Names the list a cursor belongs to: collection, scope, order and filters (computed only when a cursor is made or read). */
   binding: () => string;
@@ -163,8 +165,10 @@ function parseSort(resource: Resource, raw: string | undefined): SortKey[] {
     if (keys.some((k) => k.field === field)) throw bad('sort', `names ${field.key} twice`);
     keys.push({ field, descending });
   }
-  if (!keys.some((k) => k.field === resource.primaryKey)) {
-    keys.push({ field: resource.primaryKey, descending: false });
+  // Ties are broken by the key, so the order is total; a kind without a key is ordered by every field
+  // (rows equal in all of them are interchangeable), so its pages by position are the same each time.
+  for (const field of resource.key.length > 0 ? resource.key : resource.fields) {
+    if (!keys.some((k) => k.field === field)) keys.push({ field, descending: false });
   }
   return keys;
 }
@@ -208,6 +212,7 @@ function bindingOf(resource: Resource, scope: string, query: RawQuery): string {
  * @param locate the row's rowid, asked for only when a sort value is too long to carry
  */
 export function encodeCursor(query: ListQuery, row: Record<string, unknown>, cursors: CursorCodec, locate: () => number): string {
+  if (query.offset !== undefined) return cursors.seal(query.binding(), { values: [], offset: query.offset + query.limit });
   const values = query.sort.map(({ field }) => toCursorValue(row[field.key]));
   const rowid = values.some((value) => value instanceof Digest) ? locate() : undefined;
   return cursors.seal(query.binding(), { values, rowid });
@@ -221,9 +226,14 @@ function parseCursor(
   sort: SortKey[],
   binding: () => string,
   cursors: CursorCodec | undefined,
-): Pick<ListQuery, 'after' | 'afterRowid'> {
+  byOffset: boolean,
+): Pick<ListQuery, 'after' | 'afterRowid' | 'offset'> {
   const position = raw === '' ? undefined : cursors?.open(binding(), raw);
-  if (!position || position.values.length !== sort.length) throw bad('cursor', FOREIGN_CURSOR);
+  if (byOffset) {
+    if (position?.offset === undefined || position.values.length > 0) throw bad('cursor', FOREIGN_CURSOR);
+    return { offset: position.offset };
+  }
+  if (!position || position.offset !== undefined || position.values.length !== sort.length) throw bad('cursor', FOREIGN_CURSOR);
   const after = sort.map(({ field }, i): unknown => {
     const value = position.values[i] as CursorValue;
     if (value === null && !field.column.notNull) return null;
@@ -277,8 +287,13 @@ export function parseListQuery(resource: Resource, query: RawQuery, { scope = ''
   }
   let memo: string | undefined;
   const binding = () => (memo ??= bindingOf(resource, scope, query));
+  const byOffset = resource.key.length === 0;
   const position =
-    query.cursor === undefined || !sort ? {} : attempt(() => parseCursor(single('cursor', query.cursor), sort, binding, cursors));
+    query.cursor === undefined || !sort
+      ? byOffset
+        ? { offset: 0 }
+        : {}
+      : attempt(() => parseCursor(single('cursor', query.cursor), sort, binding, cursors, byOffset));
   if (errors.length > 0) throw badQuery(errors);
   return { limit: limit as number, sort: sort as SortKey[], filters: filters as Filter[], ...position, count: count as boolean, binding };
 }

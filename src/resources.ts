@@ -1,9 +1,10 @@
 // The registry: everything the service knows about its resource kinds, derived once from the
 // drizzle schema. Routes, validation and (later) documentation all read from here, nowhere else.
 import { createTableRelationsHelpers, extractTablesRelationalConfig, getTableColumns, is, Many, normalizeRelation } from 'drizzle-orm';
-import { getTableConfig, type SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core';
+import { getTableConfig, getViewConfig, SQLiteColumn, SQLiteNumeric, SQLiteTable, SQLiteView } from 'drizzle-orm/sqlite-core';
 import { createInsertSchema } from 'drizzle-zod';
-import type { z } from 'zod';
+import { z } from 'zod';
+import { customKindOf } from './db/columns.js';
 
 /** Fields the server sets on every write; clients may echo them but never change them. */
 export const SERVER_MANAGED_FIELDS = ['createdAt', 'updatedAt'] as const;
@@ -24,8 +25,10 @@ export const PROBE_PATHS = withTrailingSlash(['/healthz', '/readyz']);
 export const OPEN_PATHS = withTrailingSlash(['/healthz', '/readyz', '/openapi.json', '/docs', '/docs/init.js']);
 export const OPEN_PREFIX = '/docs/assets/';
 
-/** The key of an element, parsed from its path segment. */
-export type Id = number | string;
+/** One value of a key (an integer or a text). */
+export type KeyValue = number | string;
+/** The key of an element, parsed from its path segment: one value, or one per column of a composite key. */
+export type Id = KeyValue | KeyValue[];
 
 export type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS';
 
@@ -45,13 +48,24 @@ export interface ForeignKey {
 }
 
 export interface Resource {
-  /** The SQL table name, which is also the collection's path segment. */
+  /** The SQL table (or view) name, which is also the collection's path segment (percent-encoded). */
   name: string;
-  table: SQLiteTable;
+  /** `/<name>`, percent-encoded as a path segment. */
+  path: string;
+  table: SQLiteTable | SQLiteView;
+  /** A view, or a table without a primary key: served read-only, as a collection only. */
+  readOnlyKind: boolean;
   fields: Field[];
-  primaryKey: Field;
-  /** Turns a path segment into a key value; undefined when it cannot name an element. */
+  /** The primary key's fields in key order: one, several (a composite key), or none. */
+  key: Field[];
+  /** Turns an element's path segment (as sent, percent-encoded) into its key; undefined when it cannot name an element. */
   parseId: (segment: string) => Id | undefined;
+  /** The key of a row. */
+  idOf: (row: Record<string, unknown>) => Id;
+  /** The key's values in key order, as the database compares them. */
+  keyValues: (id: Id) => KeyValue[];
+  /** The element path of a row: `/<name>/<k1>,<k2>`, each part percent-encoded. */
+  elementPath: (row: Record<string, unknown>) => string;
   /** Fields a client may not set on create (the server assigns them). */
   serverAssigned: Set<string>;
   /** Zod schema of a create body, read-only fields removed; unknown fields fail. */
@@ -103,51 +117,166 @@ const METHODS: Record<RouteKind, readonly Method[]> = {
   related: ['GET', 'HEAD', 'POST', 'OPTIONS'],
 };
 
-const PATH_SEGMENT = /^[a-z0-9][a-z0-9_-]*$/;
 const CANONICAL_INTEGER = /^(0|-?[1-9][0-9]*)$/;
+/** A decimal number as text (a NUMERIC column's value). */
+const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
+/**
+ * The significant digits SQLite keeps of a NUMERIC value: it stores text that reads as a number as
+ * an INTEGER or a REAL, keeping 15 (https://sqlite.org/datatype3.html §3.1); more would drift.
+ */
+export const NUMERIC_DIGITS = 15;
 
-function parseIntegerId(segment: string): number | undefined {
-  if (!CANONICAL_INTEGER.test(segment)) return undefined;
-  const value = Number(segment);
-  return Number.isSafeInteger(value) ? value : undefined;
+/** How many significant digits a decimal text has (leading and trailing zeros do not count). */
+function significantDigits(text: string): number {
+  const mantissa = (text.split(/[eE]/)[0] as string).replace(/^[+-]/, '').replace('.', '');
+  return mantissa.replace(/^0+/, '').replace(/0+$/, '').length;
 }
 
-function parseTextId(segment: string): string | undefined {
-  return segment === '' ? undefined : segment;
+/**
+ * Whether a name can be served as a path segment: any text but the empty one and the dot segments,
+ * which URL resolution removes (RFC 3986 §5.2.4); characters outside the unreserved set are percent-encoded.
+ */
+function checkSegment(name: string, what: string): void {
+  if (name === '' || name === '.' || name === '..') throw new RegistryError(`${what} "${name}" cannot be a path segment; rename it`);
 }
 
-function toResource(table: SQLiteTable): Resource {
-  const config = getTableConfig(table);
-  const name = config.name;
-  if (!PATH_SEGMENT.test(name)) {
-    throw new RegistryError(`table "${name}" cannot be a path segment: use lower case letters, digits, "-" or "_"`);
+/** Decodes a path segment; undefined for a malformed escape (it then names nothing). */
+function decoded(segment: string): string | undefined {
+  if (!segment.includes('%')) return segment;
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
   }
+}
+
+/** Parses one key value from its (decoded) text: an integer column takes canonical integers only. */
+function keyParser(field: Field): (text: string) => KeyValue | undefined {
+  if (field.column.dataType === 'number' && field.column.columnType === 'SQLiteInteger') {
+    return (text) => {
+      if (!CANONICAL_INTEGER.test(text)) return undefined;
+      const value = Number(text);
+      return Number.isSafeInteger(value) ? value : undefined;
+    };
+  }
+  if (field.column.dataType === 'number') {
+    return (text) => (text.trim() !== '' && Number.isFinite(Number(text)) ? Number(text) : undefined);
+  }
+  return (text) => (text === '' ? undefined : text);
+}
+
+/**
+ * How a kind's key travels in a path: one value as its own segment, or a composite key's values
+ * in key order joined by `,` (a `,` or `%` inside a value percent-encoded), per API.md §1.
+ */
+function keyCodec(key: Field[], path: string): Pick<Resource, 'parseId' | 'idOf' | 'keyValues' | 'elementPath'> {
+  const parsers = key.map(keyParser);
+  const segmentOf = (value: unknown) => encodeURIComponent(String(value));
+  if (key.length === 1) {
+    const [field] = key as [Field];
+    const parse = parsers[0] as (text: string) => KeyValue | undefined;
+    return {
+      parseId: (segment) => {
+        const text = decoded(segment);
+        return text === undefined ? undefined : parse(text);
+      },
+      idOf: (row) => row[field.key] as KeyValue,
+      keyValues: (id) => [id as KeyValue],
+      elementPath: (row) => `${path}/${segmentOf(row[field.key])}`,
+    };
+  }
+  return {
+    parseId: (segment) => {
+      const parts = segment.split(',');
+      if (parts.length !== key.length) return undefined;
+      const id: KeyValue[] = [];
+      for (let i = 0; i < parts.length; i++) {
+        const text = decoded(parts[i] as string);
+        const value = text === undefined ? undefined : (parsers[i] as (text: string) => KeyValue | undefined)(text);
+        if (value === undefined) return undefined;
+        id.push(value);
+      }
+      return id;
+    },
+    idOf: (row) => key.map((f) => row[f.key] as KeyValue),
+    keyValues: (id) => id as KeyValue[],
+    elementPath: (row) => `${path}/${key.map((f) => segmentOf(row[f.key])).join(',')}`,
+  };
+}
+
+/**
+ * The validation of the values drizzle-zod cannot tell from the column class alone: exact decimals
+ * for NUMERIC (text, as the database returns them), base64 for BLOBs, any scalar for untyped columns.
+ */
+function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () => z.ZodType> {
+  const rules: Record<string, () => z.ZodType> = {};
+  for (const [key, column] of Object.entries(columns)) {
+    const custom = customKindOf(column);
+    if (custom === 'bytes') rules[key] = () => z.base64();
+    else if (custom === 'untyped') rules[key] = () => z.union([z.string(), z.number()]);
+    else if (is(column, SQLiteNumeric)) {
+      rules[key] = () =>
+        z
+          .string()
+          .regex(DECIMAL, 'must be a decimal number as text, e.g. "12.50"')
+          .refine(
+            (text) => significantDigits(text) <= NUMERIC_DIGITS,
+            `has more than the ${NUMERIC_DIGITS} significant digits a NUMERIC value keeps exactly`,
+          );
+    }
+  }
+  return rules;
+}
+
+/** The primary key's columns in key order (a composite key as its primaryKey() lists them). */
+function keyColumnsOf(table: SQLiteTable, columns: Record<string, SQLiteColumn>): string[] {
+  const composite = getTableConfig(table).primaryKeys[0];
+  const byColumn = new Map(Object.entries(columns).map(([key, column]) => [column, key]));
+  if (composite) return composite.columns.map((column) => byColumn.get(column as SQLiteColumn) as string);
+  return Object.entries(columns)
+    .filter(([, column]) => column.primary)
+    .map(([key]) => key);
+}
+
+function toResource(source: SQLiteTable | SQLiteView): Resource {
+  const view = is(source, SQLiteView);
+  const name = view ? getViewConfig(source).name : getTableConfig(source).name;
+  checkSegment(name, view ? 'view' : 'table');
   if ((SERVICE_PATHS as readonly string[]).includes(name)) {
     throw new RegistryError(`table "${name}" collides with the service path /${name}; rename the table`);
   }
-  const columns = getTableColumns(table) as Record<string, SQLiteColumn>;
-  const keyed = Object.entries(columns).filter(([, column]) => column.primary);
-  if (keyed.length !== 1 || config.primaryKeys.length > 0) {
-    throw new RegistryError(`table "${name}" needs exactly one primary-key column to be served as a resource`);
+  const columns = (view ? getViewConfig(source).selectedFields : getTableColumns(source)) as Record<string, SQLiteColumn>;
+  for (const [key, column] of Object.entries(columns)) {
+    if (!is(column, SQLiteColumn))
+      throw new RegistryError(`view "${name}": field "${key}" must be a column (declare the view with its columns)`);
   }
-  const [pkKey, pkColumn] = keyed[0] as [string, SQLiteColumn];
+  const keyFields = view ? [] : keyColumnsOf(source, columns);
   const serverManaged = new Set<string>(SERVER_MANAGED_FIELDS.filter((key) => key in columns));
-  const readOnly = new Set([pkKey, ...serverManaged]);
-  const integerKey = pkColumn.dataType === 'number';
-  const serverAssigned = new Set(integerKey || pkColumn.hasDefault ? readOnly : serverManaged);
+  const readOnly = new Set([...keyFields, ...serverManaged]);
+  const sole = keyFields.length === 1 ? (columns[keyFields[0] as string] as SQLiteColumn) : undefined;
+  // A sole integer key is a rowid the database assigns; a composite key is given by the client.
+  const serverAssigned = new Set(sole && (sole.dataType === 'number' || sole.hasDefault) ? readOnly : serverManaged);
 
   const fields = Object.entries(columns).map(([key, column]) => ({ key, column, readOnly: readOnly.has(key) }));
-  const primaryKey = fields.find((f) => f.key === pkKey) as Field;
-  const insert = createInsertSchema(table) as unknown as z.ZodObject;
+  const key = keyFields.map((k) => fields.find((f) => f.key === k) as Field);
+  const path = `/${encodeURIComponent(name)}`;
+  const insert = (view ? z.object({}) : createInsertSchema(source, valueRules(columns) as never)) as unknown as z.ZodObject;
   const omit = (keys: Set<string>) =>
-    insert.omit(Object.fromEntries([...keys].map((k) => [k, true])) as Record<string, true> & Record<number, never>).strict();
+    insert
+      .omit(
+        Object.fromEntries([...keys].filter((k) => k in insert.shape).map((k) => [k, true])) as Record<string, true> &
+          Record<number, never>,
+      )
+      .strict();
 
   return {
     name,
-    table,
+    path,
+    table: source,
+    readOnlyKind: key.length === 0,
     fields,
-    primaryKey,
-    parseId: integerKey ? parseIntegerId : parseTextId,
+    key,
+    ...keyCodec(key, path),
     serverAssigned,
     createSchema: omit(serverAssigned),
     replaceSchema: omit(readOnly),
@@ -177,15 +306,17 @@ function explicitRelationNames(schema: Record<string, unknown>): Map<SQLiteColum
 }
 
 function toRelations(resources: Resource[], schema: Record<string, unknown>): Relation[] {
-  const byTable = new Map(resources.map((r) => [r.table, r]));
+  const byTable = new Map(resources.map((r) => [r.table as SQLiteTable, r]));
   const explicit = explicitRelationNames(schema);
   const relations: Relation[] = [];
   for (const child of resources) {
+    if (is(child.table, SQLiteView)) continue;
     const foreignKeys = getTableConfig(child.table).foreignKeys.map((fk) => ({ fk, ref: fk.reference() }));
     for (const { fk, ref } of foreignKeys) {
       const parent = byTable.get(ref.foreignTable);
       const column = ref.columns[0] as SQLiteColumn;
-      if (!parent || ref.columns.length !== 1 || ref.foreignColumns[0] !== parent.primaryKey.column) continue;
+      // A related path needs a parent element named by one key column (a composite reference names no single path).
+      if (!parent || ref.columns.length !== 1 || parent.key.length !== 1 || ref.foreignColumns[0] !== parent.key[0]?.column) continue;
       const field = child.fieldOfColumn.get(column.name) as string;
       const onDelete = fk.onDelete ?? 'no action';
       child.foreignKeys.push({ field, parent, onDelete });
@@ -198,7 +329,7 @@ function toRelations(resources: Resource[], schema: Record<string, unknown>): Re
             `with drizzle relations(): many(${child.name}, { relationName }) on "${parent.name}"`,
         );
       }
-      if (!PATH_SEGMENT.test(name)) throw new RegistryError(`related path "${parent.name}/{id}/${name}" is not a valid path segment`);
+      checkSegment(name, `related path of "${parent.name}"`);
       relations.push({ name, parent, child, field });
     }
   }
@@ -206,12 +337,14 @@ function toRelations(resources: Resource[], schema: Record<string, unknown>): Re
 }
 
 function toRoutes(resources: Resource[], relations: Relation[]): Route[] {
-  const route = (kind: RouteKind, resource: Resource, segments: string[], relation?: Relation): Route => {
-    return { kind, path: `/${segments.join('/')}`, methods: METHODS[kind], resource, relation };
+  const route = (kind: RouteKind, resource: Resource, path: string, relation?: Relation): Route => {
+    return { kind, path, methods: resource.readOnlyKind ? READ_METHODS : METHODS[kind], resource, relation };
   };
   const routes = [
-    ...resources.flatMap((r) => [route('collection', r, [r.name]), route('element', r, [r.name, '{id}'])]),
-    ...relations.map((rel) => route('related', rel.child, [rel.parent.name, '{id}', rel.name], rel)),
+    ...resources.flatMap((r) =>
+      r.readOnlyKind ? [route('collection', r, r.path)] : [route('collection', r, r.path), route('element', r, `${r.path}/{id}`)],
+    ),
+    ...relations.map((rel) => route('related', rel.child, `${rel.parent.path}/{id}/${encodeURIComponent(rel.name)}`, rel)),
   ];
   const seen = new Set<string>();
   for (const { path } of routes) {
@@ -226,9 +359,11 @@ function toRoutes(resources: Resource[], relations: Relation[]): Route[] {
  * @throws {RegistryError} when the schema cannot be served (name collisions, ambiguous relations)
  */
 export function createRegistry(schema: Record<string, unknown>): Registry {
-  const tables = Object.values(schema).filter((value): value is SQLiteTable => is(value, SQLiteTable));
-  if (tables.length === 0) throw new RegistryError('the schema declares no tables');
-  const resources = tables.map(toResource);
+  const sources = Object.values(schema).filter(
+    (value): value is SQLiteTable | SQLiteView => is(value, SQLiteTable) || is(value, SQLiteView),
+  );
+  if (sources.length === 0) throw new RegistryError('the schema declares no tables');
+  const resources = sources.map(toResource);
   const relations = toRelations(resources, schema);
   return { resources, relations, routes: toRoutes(resources, relations) };
 }

@@ -2,6 +2,7 @@
 // bodies never get a 5xx or a glimpse of internals, and leave a database that is intact and valid.
 import { request as httpRequest } from 'node:http';
 import { getTableColumns, getTableName } from 'drizzle-orm';
+import type { SQLiteTable } from 'drizzle-orm/sqlite-core';
 import { createSelectSchema } from 'drizzle-zod';
 import fc from 'fast-check';
 import { suite } from 'uvu';
@@ -195,10 +196,11 @@ test('writes aimed at real elements with hostile bodies never get a 5xx', async 
 
 test('afterwards every row still fits its schema', async ({ service }) => {
   for (const resource of createRegistry(schema).resources) {
-    const rowSchema = createSelectSchema(resource.table);
+    const table = resource.table as SQLiteTable;
+    const rowSchema = createSelectSchema(table);
     // Read as drizzle reads a row: each column by its SQL name, decoded by its column, under its field key.
-    const columns = Object.entries(getTableColumns(resource.table));
-    for (const raw of await service.sql(`SELECT * FROM "${getTableName(resource.table)}"`)) {
+    const columns = Object.entries(getTableColumns(table));
+    for (const raw of await service.sql(`SELECT * FROM "${getTableName(table)}"`)) {
       const row = Object.fromEntries(
         columns.map(([key, column]) => [key, raw[column.name] === null ? null : column.mapFromDriverValue(raw[column.name])]),
       );

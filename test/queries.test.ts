@@ -368,7 +368,7 @@ bounds('the SQL of the most filters, each with the longest in list, and a cursor
     const parsed = parseListQuery(resource, raw, { cursors });
     assert.is(parsed.filters.length, QUERY_LIMITS.filters);
     // …and beyond it what no parser accepts: every one of those filters with the longest in list.
-    const idField = resource.primaryKey;
+    const idField = resource.key[0] as (typeof resource.fields)[number];
     const everyIn: Filter[] = Array.from({ length: QUERY_LIMITS.filters }, () => ({
       field: idField,
       op: 'in',

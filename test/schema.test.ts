@@ -4,8 +4,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateSQLiteDrizzleJson, generateSQLiteMigration } from 'drizzle-kit/api';
-import { getTableName, is, relations } from 'drizzle-orm';
-import { integer, SQLiteTable, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+import { getTableName, is, relations, sql } from 'drizzle-orm';
+import { integer, primaryKey, SQLiteTable, sqliteTable, sqliteView, text } from 'drizzle-orm/sqlite-core';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { closeDatabase, openDatabase } from '../src/db/client.js';
@@ -191,9 +191,41 @@ registry('a table named like a service path, or two routes on one path, are star
   assert.throws(() => createRegistry({ a, b, c, clash, cRelations }), /two routes would both be \/a\/\{id\}\/b;/);
 });
 
-registry('a table without a single primary key cannot be a resource', () => {
+registry('a table without a primary key, and a view, are read-only collections (API.md §1)', () => {
   const keyless = sqliteTable('keyless', { name: text('name') });
-  assert.throws(() => createRegistry({ keyless }), /exactly one primary-key column/);
+  const names = sqliteView('Names', { name: text('name') }).as(sql`SELECT name FROM keyless`);
+  const { routes } = createRegistry({ keyless, names });
+  assert.equal(
+    routes.map((r) => [r.path, r.methods.join(',')]),
+    [
+      ['/keyless', 'GET,HEAD,OPTIONS'],
+      ['/Names', 'GET,HEAD,OPTIONS'],
+    ],
+  );
+});
+
+registry('names in any case are served as spelled, percent-encoded in paths; composite keys travel as k1,k2', () => {
+  const album = sqliteTable('Album', { albumId: integer('AlbumId').primaryKey(), title: text('Title') });
+  const notes = sqliteTable('Liner Notes', {
+    noteId: integer('NoteId').primaryKey(),
+    albumId: integer('AlbumId').references(() => album.albumId),
+  });
+  const tag = sqliteTable('Tag', { kind: text('Kind'), label: text('Label') }, (t) => [primaryKey({ columns: [t.label, t.kind] })]);
+  const { resources, routes } = createRegistry({ album, notes, tag });
+  assert.equal(
+    routes.map((r) => r.path),
+    ['/Album', '/Album/{id}', '/Liner%20Notes', '/Liner%20Notes/{id}', '/Tag', '/Tag/{id}', '/Album/{id}/Liner%20Notes'],
+  );
+  const tags = resources.find((r) => r.name === 'Tag') as (typeof resources)[number];
+  // Key order is the primary key's, not the columns'.
+  assert.equal(
+    tags.key.map((f) => f.key),
+    ['label', 'kind'],
+  );
+  assert.equal(tags.parseId('a%2Cb,x%25y'), ['a,b', 'x%y']);
+  assert.is(tags.parseId('only-one'), undefined);
+  assert.is(tags.parseId('a,'), undefined);
+  assert.is(tags.elementPath({ kind: 'x%y', label: 'a,b c' }), '/Tag/a%2Cb%20c,x%25y');
 });
 
 registry.run();

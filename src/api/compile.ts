@@ -163,10 +163,6 @@ function preconditionsOf(req: Request): Check {
   return (current) => void evaluatePreconditions(req.method as string, req.headers, etagOfRow(current));
 }
 
-function locationOf(resource: Resource, row: Row): string {
-  return `/${resource.name}/${encodeURIComponent(String(row[resource.primaryKey.key]))}`;
-}
-
 /**
  * The handlers of the registry's routes over a store. Reads stay synchronous on a synchronous
  * store; writes read their body, validate what can be validated without the current row, and
@@ -208,7 +204,7 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
     const once = key === undefined ? undefined : { key, fingerprint: fingerprintOf('POST', req.path, input) };
     const { response, replayed } = await kind.create(
       valid,
-      (row) => elementResponse(201, row, { Location: locationOf(resource, row) }),
+      (row) => elementResponse(201, row, { Location: resource.elementPath(row) }),
       once,
     );
     send(res, response, replayed ? { 'Idempotent-Replayed': 'true' } : {});

@@ -1,7 +1,7 @@
 // The route table: every path the service answers, compiled at start-up into a tree of path
 // segments, so finding a route is one map lookup per segment however many tables there are.
 
-/** A path template's routed value, and the `{id}` segment of the request path (decoded), if any. */
+/** A path template's routed value, and the `{id}` segment of the request path (as sent, percent-encoded), if any. */
 export interface Match<T> {
   value: T;
   segment?: string;
@@ -15,7 +15,7 @@ interface Node<T> {
 
 const node = <T>(): Node<T> => ({ statics: new Map() });
 
-/** Decodes a path segment as polka did (a malformed escape stays as sent: it then names no element). */
+/** Decodes a literal path segment (a malformed escape stays as sent: it then names nothing). */
 function decodeSegment(segment: string): string {
   if (!segment.includes('%')) return segment;
   try {
@@ -31,8 +31,9 @@ export interface RouteTable<T> {
 }
 
 /**
- * Builds the table from path templates such as `/users/{id}/pets`: literal segments are map keys,
- * `{…}` is the one parameter a level may have (a literal wins over it).
+ * Builds the table from path templates such as `/users/{id}/pets`: literal segments (decoded, so
+ * `/Liner%20Notes` and `/Liner Notes` are one) are map keys, `{…}` is the one parameter a level may
+ * have (a literal wins over it). The parameter is left encoded: a composite key splits on `,` first.
  * @throws {Error} when two templates are the same path
  */
 export function createRouteTable<T>(entries: { path: string; value: T }[]): RouteTable<T> {
@@ -42,8 +43,9 @@ export function createRouteTable<T>(entries: { path: string; value: T }[]): Rout
     for (const segment of path === '/' ? [] : path.slice(1).split('/')) {
       if (segment.startsWith('{')) at = at.param ??= node();
       else {
-        const next = at.statics.get(segment) ?? node<T>();
-        at.statics.set(segment, next);
+        const literal = decodeSegment(segment);
+        const next = at.statics.get(literal) ?? node<T>();
+        at.statics.set(literal, next);
         at = next;
       }
     }
@@ -61,11 +63,11 @@ export function createRouteTable<T>(entries: { path: string; value: T }[]): Rout
         let stop = path.indexOf('/', start);
         if (stop === -1 || stop > end) stop = end;
         const text = path.slice(start, stop);
-        const literal: Node<T> | undefined = at.statics.get(text);
+        const literal: Node<T> | undefined = at.statics.get(decodeSegment(text));
         if (literal) at = literal;
         else if (at.param) {
           at = at.param;
-          segment = decodeSegment(text);
+          segment = text;
         } else return undefined;
         start = stop + 1;
       }

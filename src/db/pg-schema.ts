@@ -14,16 +14,24 @@ import {
   type PgColumnBuilderBase,
   type PgTable,
   pgTable,
+  pgView,
   primaryKey,
   text,
   timestamp,
   unique,
   uniqueIndex,
 } from 'drizzle-orm/pg-core';
-import { getTableConfig, type SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core';
+import { getTableConfig, getViewConfig, type SQLiteColumn, SQLiteTable, SQLiteView } from 'drizzle-orm/sqlite-core';
+import { customKindOf } from './columns.js';
 
 /** Raw bytes: SQLite's BLOB as PostgreSQL's bytea (node-postgres reads and writes Buffers). */
 const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => 'bytea' });
+/** columns.ts's `bytes` (base64 in JSON) as bytea. */
+const base64Bytea = customType<{ data: string; driverData: Buffer }>({
+  dataType: () => 'bytea',
+  toDriver: (value) => Buffer.from(value, 'base64'),
+  fromDriver: (value) => value.toString('base64'),
+});
 
 /**
  * The PostgreSQL type of a SQLite column, by drizzle's column class. Integers are 64-bit in SQLite,
@@ -32,6 +40,10 @@ const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () =>
  */
 function builderOf(column: SQLiteColumn, serverAssigned: boolean): PgColumnBuilderBase {
   const name = column.name;
+  // A column without a type keeps each value's JSON type (a number stays a number) as jsonb.
+  const custom = customKindOf(column);
+  if (custom === 'bytes') return base64Bytea(name);
+  if (custom === 'untyped') return jsonb(name);
   switch (column.columnType) {
     case 'SQLiteInteger': {
       const integer = bigint(name, { mode: 'number' });
@@ -95,6 +107,23 @@ export function isRowidKey(column: SQLiteColumn, keyColumns: number): boolean {
  * Foreign keys point at the derived parents, so a schema is derived as a whole.
  */
 export function toPgTables(schema: Record<string, unknown>): Record<string, PgTable> {
+  const derived: Record<string, PgTable> = toPgTablesOnly(schema);
+  // A view's SELECT is copied as written: it must mean the same in both dialects.
+  for (const [exportName, view] of Object.entries(schema)) {
+    if (!is(view, SQLiteView)) continue;
+    const config = getViewConfig(view);
+    const columns = Object.fromEntries(
+      Object.entries(config.selectedFields as Record<string, SQLiteColumn>).map(([key, column]) => [key, columnOf(column, false, false)]),
+    );
+    const query = config.query;
+    if (!query) throw new Error(`view "${config.name}" has no query to create it with on PostgreSQL`);
+    derived[exportName] = pgView(config.name, columns).as(query) as unknown as PgTable;
+  }
+  return derived;
+}
+
+/** The tables of toPgTables. */
+function toPgTablesOnly(schema: Record<string, unknown>): Record<string, PgTable> {
   const sqliteTables = Object.entries(schema).filter((entry): entry is [string, SQLiteTable] => is(entry[1], SQLiteTable));
   const byTable = new Map<SQLiteTable, PgTable>();
   const derived: Record<string, PgTable> = {};

@@ -1,9 +1,9 @@
 // The PostgreSQL store: the same kind stores over a node-postgres pool, SQL built once per statement
 // with drizzle on the derived pg tables; writes in transactions with the row locked, retried after races.
 import { createHash, randomBytes } from 'node:crypto';
-import { and, count, eq, getTableColumns, gt, inArray, lte, type SQL, sql } from 'drizzle-orm';
+import { and, count, eq, getTableColumns, gt, inArray, is, lte, type SQL, sql } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
-import { getTableConfig, type PgColumn, PgDialect, type PgTable } from 'drizzle-orm/pg-core';
+import { getTableConfig, getViewConfig, type PgColumn, PgDialect, type PgTable, PgView } from 'drizzle-orm/pg-core';
 import type pg from 'pg';
 import { CURSOR_SECRET_NAME } from '../cursor.js';
 import type { PostgresHandle } from '../db/postgres.js';
@@ -17,6 +17,8 @@ import {
   type Buildable,
   cached,
   encoded,
+  keyCondition,
+  keyParams,
   type ListDialect,
   pageOf,
   planList,
@@ -76,7 +78,9 @@ function isPlain(query: ListQuery, resource: Resource): boolean {
     query.filters.length === 0 &&
     query.limit === LIMIT.default &&
     rest.length === 0 &&
-    first?.field === resource.primaryKey &&
+    resource.key.length === 1 &&
+    first !== undefined &&
+    first.field === resource.key[0] &&
     !first.descending
   );
 }
@@ -171,43 +175,39 @@ function keyStatements(db: NodePgDatabase, internal: Record<string, PgTable>) {
 type Keys = ReturnType<typeof keyStatements>;
 
 function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource: Resource, table: PgTable, now: () => number): KindStore {
-  const pgColumns = getTableColumns(table) as Record<string, PgColumn>;
+  const pgColumns = (is(table, PgView) ? getViewConfig(table).selectedFields : getTableColumns(table)) as Record<string, PgColumn>;
   const columnOf = (field: Field) => pgColumns[field.key] as PgColumn;
   const fields = resource.fields.map((f) => ({ ...f, column: columnOf(f) }));
-  const pk = columnOf(resource.primaryKey);
+  const keyColumns = resource.key.map(columnOf);
   const selection = selectionOf(fields);
   const toRow = rowMaker(fields);
   const dialect = listDialect(columnOf);
   const rules = rowRules(resource);
-  const encodedId = (id: Id) => encoded(pk, id);
-
-  const byId = named(
-    db
-      .select(selection)
-      .from(table)
-      .where(eq(pk, sql.placeholder('id'))),
-  );
-  const lockById = named(
-    db
-      .select(selection)
-      .from(table)
-      .where(eq(pk, sql.placeholder('id')))
-      .for('update'),
-  );
-  const existsById = named(
-    db
-      .select({ one: sql`1` })
-      .from(table)
-      .where(eq(pk, sql.placeholder('id'))),
-  );
-  const deleteById = named(db.delete(table).where(eq(pk, sql.placeholder('id'))));
+  /** The key's values as the placeholders of keyCondition, encoded for their columns. */
+  const idParams = (id: Id) => {
+    const params = keyParams(resource, id);
+    keyColumns.forEach((column, i) => {
+      params[`__k${i}`] = encoded(column, params[`__k${i}`]);
+    });
+    return params;
+  };
+  const atKey = keyCondition(keyColumns);
+  // A kind without a key (a view, a table without a primary key) is only listed: it has no element statements.
+  const keyed = keyColumns.length > 0;
+  const ifKeyed = <T>(make: () => T): T => (keyed ? make() : (undefined as T));
+  const byId = ifKeyed(() => named(db.select(selection).from(table).where(atKey)));
+  const lockById = ifKeyed(() => named(db.select(selection).from(table).where(atKey).for('update')));
+  const existsById = ifKeyed(() => named(db.select({ one: sql`1` }).from(table).where(atKey)));
+  const deleteById = ifKeyed(() => named(db.delete(table).where(atKey)));
   const placeholders = (of: Field[]) => Object.fromEntries(of.map((f) => [f.key, sql.placeholder(f.key)]));
-  const updateById = named(
-    db
-      .update(table)
-      .set(placeholders(rules.updated) as never)
-      .where(eq(pk, sql.placeholder('__id')))
-      .returning(selection as never),
+  const updateById = ifKeyed(() =>
+    named(
+      db
+        .update(table)
+        .set(placeholders(rules.updated) as never)
+        .where(atKey)
+        .returning(selection as never),
+    ),
   );
   const inserts = new Map<string, Named>();
   const insertFor = (row: Row) => {
@@ -254,7 +254,7 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
     }
   };
   const find = (on: Queryable, statement: Named, id: Id) =>
-    rowsOf(on, statement, { id: encodedId(id) }).then((rows) => (rows[0] ? toRow(rows[0]) : undefined));
+    rowsOf(on, statement, idParams(id)).then((rows) => (rows[0] ? toRow(rows[0]) : undefined));
 
   const toApiError = (action: 'write' | 'remove', error: unknown) => writeError(resource, action, error);
   const write = async <T>(action: 'write' | 'remove', work: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
@@ -279,7 +279,7 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
   };
   /** A cursor after a long text value carries the row's key as its "rowid" (integer keys only). */
   const rowidOf = (row: Row) => {
-    const key = row[resource.primaryKey.key];
+    const key = resource.key.length === 1 ? resource.idOf(row) : undefined;
     if (typeof key !== 'number')
       throw new ApiError('badRequest', `Sorting ${resource.name} by long text values cannot be paged on this backend.`);
     return key;
@@ -293,23 +293,22 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
       ),
     exists: (id) =>
       reading(
-        (client) => rowsOf(client, existsById, { id: encodedId(id) }).then((rows) => rows.length > 0),
+        (client) => rowsOf(client, existsById, idParams(id)).then((rows) => rows.length > 0),
         () => false,
       ),
     list: (query, scope) =>
       reading(async (client): Promise<Page> => {
         const after = await positionOf(query, (rowid) => find(client, byId, rowid));
         const plan = planList(dialect, resource, query, scope, after);
-        const rows = cached(listStatements, plan.shape, () =>
-          (isPlain(query, resource) ? named : toStatement)(
-            db
-              .select(selection)
-              .from(table)
-              .where(plan.where())
-              .orderBy(...plan.orderBy())
-              .limit(plan.limit as never),
-          ),
-        );
+        const rows = cached(listStatements, plan.shape, () => {
+          const select = db
+            .select(selection)
+            .from(table)
+            .where(plan.where())
+            .orderBy(...plan.orderBy())
+            .limit(plan.limit as never);
+          return (isPlain(query, resource) ? named : toStatement)(plan.offset ? select.offset(plan.offset as never) : select);
+        });
         if (!plan.count) return { ...pageOf(await rowsOf(client, rows, plan.params), query.limit, toRow), rowidOf };
         // The page and its count from one snapshot, so that the total agrees with the rows.
         const { shape, params, where } = plan.count;
@@ -356,13 +355,13 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
             defaults.set(field.key, await sqlDefaultOf(client, field));
         }
         const next = rules.forUpdate(changed, (field) => defaults.get(field.key));
-        const [updated] = await rowsOf(client, updateById, { ...valuesOf(rules.updated, next, columnOf), __id: encodedId(id) });
+        const [updated] = await rowsOf(client, updateById, { ...valuesOf(rules.updated, next, columnOf), ...idParams(id) });
         return toRow(updated as unknown[]);
       }),
     remove: (id, check) =>
       write('remove', async (client) => {
         check(await current(client, id));
-        await rowsOf(client, deleteById, { id: encodedId(id) });
+        await rowsOf(client, deleteById, idParams(id));
       }),
   };
 }
@@ -379,7 +378,7 @@ export function createPostgresStore(
 ): Store {
   const db = drizzle({ client: pool });
   const keys = keyStatements(db, tables);
-  const byName = new Map(Object.values(tables).map((t) => [getTableConfig(t).name, t]));
+  const byName = new Map(Object.values(tables).map((t) => [is(t, PgView) ? getViewConfig(t).name : getTableConfig(t).name, t]));
   const kinds = new Map(resources.map((r) => [r, createKindStore(pool, db, keys, r, byName.get(r.name) as PgTable, now)]));
   return {
     of: (resource) => kinds.get(resource) as KindStore,

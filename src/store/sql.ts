@@ -4,7 +4,7 @@ import { and, Column, eq, gt, gte, inArray, is, isNotNull, isNull, lt, lte, or, 
 import { Digest, digestOf } from '../cursor.js';
 import { ApiError } from '../errors.js';
 import type { Filter, ListQuery, SortKey } from '../query.js';
-import { type Field, type Resource, SERVER_MANAGED_FIELDS } from '../resources.js';
+import { type Field, type Id, type Resource, SERVER_MANAGED_FIELDS } from '../resources.js';
 import type { Row } from '../validation.js';
 import { type MaybePromise, type Scope, then } from './store.js';
 
@@ -173,7 +173,7 @@ function shapeOf(query: ListQuery, scope: Scope | undefined, counting: boolean, 
   if (counting) return `count|${parts}`;
   let order = '';
   for (const k of query.sort) order += `${k.descending ? '-' : ''}${k.field.key},`;
-  const cursor = after ? after.map((v) => (v === null ? 'n' : 'v')).join('') : '';
+  const cursor = after ? after.map((v) => (v === null ? 'n' : 'v')).join('') : query.offset !== undefined ? 'offset' : '';
   return `rows|${parts}|${order}|${cursor}|${query.limit}`;
 }
 
@@ -200,6 +200,8 @@ export interface ListPlan {
   /** A literal, not a parameter: SQLite (with STAT4, as better-sqlite3 builds it) re-prepares a
    * statement at every run when its LIMIT is a bound value (2.3× the cost of a 100-row page). */
   limit: SQL;
+  /** The position of the page's first row, bound as `offset` (a kind without a key pages by position). */
+  offset?: Placeholder;
   /** The count's shape, parameters and WHERE, when the query asks for a count. */
   count?: { shape: string; params: Record<string, unknown>; where: () => SQL | undefined };
 }
@@ -226,6 +228,7 @@ export function planList(
   const scopeParam = scope && b.bind(scope.value, d.column(scopeField as Field));
   const countParams = query.count ? { ...b.params } : undefined;
   const cursorParams = after?.map((value, i) => (value === null ? undefined : b.bind(value, d.column((query.sort[i] as SortKey).field))));
+  if (query.offset !== undefined) b.params.offset = query.offset;
   const filters = () =>
     and(
       ...query.filters.map((f, i) => conditionOf(d, f, bound[i] as Placeholder[])),
@@ -237,8 +240,23 @@ export function planList(
     where: () => and(filters(), cursorParams && afterCursor(d, query.sort, cursorParams)),
     orderBy: () => query.sort.map((key) => d.orderBy(key)),
     limit: sql.raw(String(query.limit + 1)),
+    offset: query.offset === undefined ? undefined : sql.placeholder('offset'),
     count: countParams && { shape: shapeOf(query, scope, true, undefined), params: countParams, where: filters },
   };
+}
+
+/** Every key column equal to its placeholder, in key order (`__k0`, `__k1`…): the WHERE of one element. */
+export function keyCondition(columns: Column[]): SQL {
+  return and(...columns.map((column, i) => eq(column, sql.placeholder(`__k${i}`)))) as SQL;
+}
+
+/** The key's values under the placeholders of keyCondition. */
+export function keyParams(resource: Resource, id: Id): Record<string, unknown> {
+  const params: Record<string, unknown> = {};
+  resource.keyValues(id).forEach((value, i) => {
+    params[`__k${i}`] = value;
+  });
+  return params;
 }
 
 /** The page of a list's raw result (one row more than the limit was asked for, to tell whether more follow). */
@@ -269,7 +287,7 @@ export function rowRules(resource: Resource): RowRules {
   const writable = resource.fields.filter((f) => !f.readOnly);
   const stampedOnCreate = resource.fields.filter((f) => (SERVER_MANAGED_FIELDS as readonly string[]).includes(f.key));
   const stampedOnUpdate = stampedOnCreate.filter((f) => f.key === 'updatedAt');
-  const inserted = resource.fields.filter((f) => f !== resource.primaryKey || !resource.serverAssigned.has(f.key));
+  const inserted = resource.fields.filter((f) => !resource.key.includes(f) || !resource.serverAssigned.has(f.key));
   const sqlDefaults = new Set(inserted.filter(({ column }) => is(column.default, SQL)).map((f) => f.key));
   /** Server-managed timestamps from one clock reading, so createdAt = updatedAt on create. */
   const stamp = (row: Row, fields: Field[]) => {

@@ -2,18 +2,20 @@
 // and read back with toSQL(), rows keyed by field (no per-row mapping but for columns that need it).
 import type Database from 'better-sqlite3';
 import { and, asc, count, desc, eq, gt, inArray, lte, type SQL, sql } from 'drizzle-orm';
-import { SQLiteSyncDialect } from 'drizzle-orm/sqlite-core';
+import { SQLiteSyncDialect, type SQLiteTable } from 'drizzle-orm/sqlite-core';
 import type { Db } from '../db/client.js';
 import { idempotencyKeys } from '../db/internal-schema.js';
 import { ApiError } from '../errors.js';
 import { KEY_TTL_MS, reusedKey } from '../idempotency.js';
-import type { Field, Id, Resource } from '../resources.js';
+import type { Field, Id, KeyValue, Resource } from '../resources.js';
 import type { Row } from '../validation.js';
 import { createGroupCommit, type GroupCommit } from './group-commit.js';
 import {
   type Buildable,
   cached,
   encoded,
+  keyCondition,
+  keyParams,
   type ListDialect,
   pageOf,
   planList,
@@ -86,8 +88,9 @@ const SQLITE_LIST: ListDialect = {
 };
 
 function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, keys: KeyStatements, resource: Resource): KindStore {
-  const { table } = resource;
-  const pk = resource.primaryKey.column;
+  const table = resource.table as SQLiteTable;
+  const keyColumns = resource.key.map((f) => f.column);
+  const soleKey = keyColumns.length === 1;
   const selection = selectionOf(resource.fields);
   const rules = rowRules(resource);
   /** A row from the raw values of a statement that selects `selection`. */
@@ -99,13 +102,13 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
     return prepared;
   };
 
-  const byId = selecting(
-    db
-      .select(selection)
-      .from(table)
-      .where(eq(pk, sql.placeholder('id'))),
-  ).statement;
-  const deleteRow = prepare(sqlite, db.delete(table).where(eq(pk, sql.placeholder('id')))).statement;
+  /** Runs a statement whose only parameters are the key's values (keyCondition), in key order. */
+  const atKey = <T>(statement: Database.Statement, run: 'get' | 'run', id: Id): T =>
+    (soleKey ? statement[run](id) : statement[run](...(id as KeyValue[]))) as T;
+  // A kind without a key has no element: only its lists are served (a view has no table to write).
+  const keyed = keyColumns.length > 0;
+  const byId = keyed ? selecting(db.select(selection).from(table).where(keyCondition(keyColumns))).statement : undefined;
+  const deleteRow = keyed ? prepare(sqlite, db.delete(table).where(keyCondition(keyColumns))).statement : undefined;
   /** The values of `fields` as placeholders named by their keys. */
   const placeholders = (fields: Field[]) => Object.fromEntries(fields.map((f) => [f.key, sql.placeholder(f.key)]));
 
@@ -139,13 +142,15 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
     );
     return { fields, prepared };
   };
-  const updateRow = selecting(
-    db
-      .update(table)
-      .set(placeholders(rules.updated) as never)
-      .where(eq(pk, sql.placeholder('__id')))
-      .returning(selection as never),
-  );
+  const updateRow = keyed
+    ? selecting(
+        db
+          .update(table)
+          .set(placeholders(rules.updated) as never)
+          .where(keyCondition(keyColumns))
+          .returning(selection as never),
+      )
+    : undefined;
   const listStatements = new Map<string, Prepared>();
   const countStatements = new Map<string, Prepared>();
   /** Prepared on first use: only the 422 after a foreign-key failure reads them. */
@@ -161,14 +166,14 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
           db
             .select({ one: sql`1` })
             .from(parent.table)
-            .where(eq(parent.primaryKey.column, sql.placeholder('id'))),
+            .where(keyCondition(parent.key.map((f) => f.column))),
         ).statement,
       ]),
     );
     return resource.foreignKeys
       .filter(({ field, parent }) => {
         const value = row[field];
-        return value !== null && value !== undefined && !parentStatements?.get(field)?.get(encoded(parent.primaryKey.column, value));
+        return value !== null && value !== undefined && !parentStatements?.get(field)?.get(encoded((parent.key[0] as Field).column, value));
       })
       .map(({ field }) => field);
   }
@@ -206,7 +211,7 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
 
   /** The row with key `id`, or undefined. */
   function find(id: Id): Row | undefined {
-    const values = byId.get(id) as unknown[] | undefined;
+    const values = atKey<unknown[] | undefined>(byId as Database.Statement, 'get', id);
     return values && toRow(values);
   }
 
@@ -219,7 +224,17 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
 
   /** Prepared on first use: only a cursor after a long text value needs them (and a WITHOUT ROWID table has no rowid). */
   let rowids: { byRowid: Database.Statement; rowidByKey: Database.Statement } | undefined;
-  const rowidStatements = () =>
+  const rowidStatements = () => {
+    try {
+      return prepareRowids();
+    } catch (error) {
+      // A WITHOUT ROWID table: a long text value cannot be read back by rowid.
+      if (sqliteErrorOf(error))
+        throw new ApiError('badRequest', `Sorting ${resource.name} by long text values cannot be paged: it has no rowid.`);
+      throw error;
+    }
+  };
+  const prepareRowids = () =>
     (rowids ??= {
       byRowid: selecting(
         db
@@ -227,36 +242,29 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
           .from(table)
           .where(sql`rowid = ${sql.placeholder('rowid')}`),
       ).statement,
-      rowidByKey: prepare(
-        sqlite,
-        db
-          .select({ rowid: sql<number>`rowid` })
-          .from(table)
-          .where(eq(pk, sql.placeholder('id'))),
-      ).statement.pluck(),
+      rowidByKey: prepare(sqlite, db.select({ rowid: sql<number>`rowid` }).from(table).where(keyCondition(keyColumns))).statement.pluck(),
     });
 
-  const rowidOf = (row: Row) => rowidStatements().rowidByKey.get(encoded(pk, row[resource.primaryKey.key])) as number;
+  const rowidOf = (row: Row) => atKey<number>(rowidStatements().rowidByKey, 'get', resource.idOf(row));
 
   return {
     get: find,
-    exists: (id) => byId.get(id) !== undefined,
+    exists: (id) => atKey(byId as Database.Statement, 'get', id) !== undefined,
     list(query, scope): Page {
       const after = positionOf(query, (rowid) => {
         const values = rowidStatements().byRowid.get(rowid) as unknown[] | undefined;
         return values && toRow(values);
       }) as unknown[] | undefined;
       const plan = planList(SQLITE_LIST, resource, query, scope, after);
-      const rows = cached(listStatements, plan.shape, () =>
-        selecting(
-          db
-            .select(selection)
-            .from(table)
-            .where(plan.where())
-            .orderBy(...plan.orderBy())
-            .limit(plan.limit as never),
-        ),
-      );
+      const rows = cached(listStatements, plan.shape, () => {
+        const query = db
+          .select(selection)
+          .from(table)
+          .where(plan.where())
+          .orderBy(...plan.orderBy())
+          .limit(plan.limit as never);
+        return selecting(plan.offset ? query.offset(plan.offset as never) : query);
+      });
       const page = pageOf(rows.statement.all(rows.args(plan.params)) as unknown[][], query.limit, toRow);
       let total: number | undefined;
       if (plan.count) {
@@ -296,9 +304,9 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
         'write',
         () => {
           next = rules.forUpdate(change(current(id)), sqlDefaultOf);
-          const values = valuesOf(rules.updated, next);
-          values.__id = id;
-          return toRow(updateRow.statement.get(updateRow.args(values)) as unknown[]);
+          const values = Object.assign(valuesOf(rules.updated, next), keyParams(resource, id));
+          const update = updateRow as Prepared;
+          return toRow(update.statement.get(update.args(values)) as unknown[]);
         },
         () => next,
       );
@@ -306,7 +314,7 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
     remove(id, check) {
       return write('remove', () => {
         check(current(id));
-        deleteRow.run(id);
+        atKey(deleteRow as Database.Statement, 'run', id);
       });
     },
   };
