@@ -212,7 +212,7 @@ function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () =>
   const rules: Record<string, () => z.ZodType> = {};
   for (const [key, column] of Object.entries(columns)) {
     const custom = customKindOf(column);
-    if (custom === 'bytes') rules[key] = () => z.base64();
+    if (custom === 'bytes') rules[key] = () => z.base64().meta({ examples: ['aGVsbG8='] });
     else if (custom === 'untyped') rules[key] = () => z.union([z.string(), z.number()]);
     else if (is(column, SQLiteNumeric)) {
       rules[key] = () =>
@@ -222,7 +222,8 @@ function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () =>
           .refine(
             (text) => significantDigits(text) <= NUMERIC_DIGITS,
             `has more than the ${NUMERIC_DIGITS} significant digits a NUMERIC value keeps exactly`,
-          );
+          )
+          .meta({ format: 'decimal', examples: ['12.50'] });
     }
   }
   return rules;
@@ -254,8 +255,11 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
   const serverManaged = new Set<string>(SERVER_MANAGED_FIELDS.filter((key) => key in columns));
   const readOnly = new Set([...keyFields, ...serverManaged]);
   const sole = keyFields.length === 1 ? (columns[keyFields[0] as string] as SQLiteColumn) : undefined;
-  // A sole integer key is a rowid the database assigns; a composite key is given by the client.
-  const serverAssigned = new Set(sole && (sole.dataType === 'number' || sole.hasDefault) ? readOnly : serverManaged);
+  // A sole integer key is a rowid the database assigns, unless it is also a foreign key (a one-to-one
+  // extension of its parent: the client names the parent); a composite key is given by the client.
+  const referencing = !view && getTableConfig(source).foreignKeys.some((fk) => fk.reference().columns.includes(sole as SQLiteColumn));
+  const assigned = sole !== undefined && !referencing && (sole.dataType === 'number' || sole.hasDefault);
+  const serverAssigned = new Set(assigned ? readOnly : serverManaged);
 
   const fields = Object.entries(columns).map(([key, column]) => ({ key, column, readOnly: readOnly.has(key) }));
   const key = keyFields.map((k) => fields.find((f) => f.key === k) as Field);

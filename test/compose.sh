@@ -14,20 +14,11 @@ export RESTABLE_PORT=$port
 files=(-f deploy/compose.postgres.yaml)
 if [ -n "${COMPOSE_OVERRIDE:-}" ]; then files+=(-f "$COMPOSE_OVERRIDE"); fi
 compose() { docker-compose -p "$project" "${files[@]}" "$@"; }
-passed=0
-failed=0
 work=$(mktemp -d)
-started=$(date +%s)
 
-check() {
-  local what=$1
-  shift
-  if "$@"; then echo "  ok    $what"; passed=$((passed + 1)); else echo "  FAIL  $what"; failed=$((failed + 1)); fi
-}
-summary() {
-  echo "compose: $passed passed, $failed failed ($(($(date +%s) - started)) s)"
-  [ "$failed" -eq 0 ]
-}
+suite=compose
+# shellcheck source=test/smoke.sh
+source test/smoke.sh
 cleanup() {
   if [ "$failed" -ne 0 ]; then compose logs --no-color --tail 40 >&2 2>&1 || true; fi
   compose down -v --remove-orphans >/dev/null 2>&1

@@ -10,19 +10,11 @@ port=${SMOKE_PORT:-38600}
 name=restable-smoke-$$
 volume=restable-smoke-$$
 base=http://127.0.0.1:$port
-passed=0
-failed=0
 work=$(mktemp -d)
 
-check() {
-  local what=$1
-  shift
-  if "$@"; then echo "  ok    $what"; passed=$((passed + 1)); else echo "  FAIL  $what"; failed=$((failed + 1)); fi
-}
-summary() {
-  echo "container: $passed passed, $failed failed"
-  [ "$failed" -eq 0 ]
-}
+suite=container
+# shellcheck source=test/smoke.sh
+source test/smoke.sh
 cleanup() {
   docker rm -f "$name" >/dev/null 2>&1
   docker volume rm -f "$volume" >/dev/null 2>&1

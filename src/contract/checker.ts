@@ -109,6 +109,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
     const s = resolve(schema) ?? {};
     if (s.enum) return s.enum[0];
     if (s.const !== undefined) return s.const;
+    if (Array.isArray(s.examples) && s.examples.length > 0) return s.examples[0];
     const variants = s.anyOf ?? s.oneOf;
     if (variants) return sample(variants.find((v: any) => resolve(v)?.type !== 'null') ?? variants[0], name);
     const type = Array.isArray(s.type) ? s.type.find((t: string) => t !== 'null') : s.type;
@@ -142,9 +143,61 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
     return content['application/json']?.schema ?? (Object.values(content)[0] as Json | undefined)?.schema;
   };
 
+  /** The collections a body's `…Id` fields point at (as referenceFor guesses them). */
+  function referencedCollections(body: unknown): string[] {
+    const found = new Set<string>();
+    for (const field of Object.keys(typeof body === 'object' && body !== null ? body : {})) {
+      const stem = field.replace(/_?[iI]d$/, '').toLowerCase();
+      if (stem === field.toLowerCase()) continue;
+      for (const collection of idsByCollection.keys()) {
+        if (collection.split('/').pop()?.toLowerCase().startsWith(stem)) found.add(collection);
+      }
+    }
+    return [...found];
+  }
+
+  /** The first element a list path answers with, if any. */
+  async function firstElement(path: string | undefined): Promise<Json | undefined> {
+    if (path === undefined) return undefined;
+    const reply = await call('GET', `${path}?limit=1`);
+    const row = Array.isArray(reply.body) ? reply.body[0] : undefined;
+    return row && typeof row === 'object' ? row : undefined;
+  }
+
+  /** The collection whose POST is tagged like an operation (OpenAPI tags group a kind's operations). */
+  function collectionTagged(tags: string[]): string | undefined {
+    return tags.length === 0 ? undefined : collections.find((c) => JSON.stringify(paths[c]?.post?.tags ?? []) === JSON.stringify(tags));
+  }
+
+  /**
+   * POSTs a generated element to `path`. A conflict or refusal of a generated body is tried again
+   * twice: after making new elements of the collections it references (a key made of references
+   * repeats when they do), then from an element the collection already holds (its values satisfy
+   * constraints a generator cannot guess, such as a foreign key of several text columns), with
+   * those new references.
+   */
+  async function post(path: string, schema: Json, depth = 0, tags: string[] = []): Promise<Reply> {
+    const first = sample(schema);
+    const reply = await call('POST', path, first);
+    if (depth > 0 || (reply.status !== 409 && reply.status !== 422)) return reply;
+    for (const collection of referencedCollections(first)) if (collection !== path) await make(collection, depth + 1);
+    const second = sample(schema);
+    const again = await call('POST', path, second);
+    if (again.status !== 409 && again.status !== 422) return again;
+    const row = (await firstElement(path)) ?? (await firstElement(collectionTagged(tags)));
+    if (!row || typeof row !== 'object') return again;
+    // Only what the body must hold: an optional field may be one the path supplies (a related POST's reference).
+    const required = new Set<string>(resolve(schema)?.required ?? []);
+    const copied = Object.fromEntries(Object.entries(row).filter(([key]) => required.has(key)));
+    return call('POST', path, {
+      ...copied,
+      ...Object.fromEntries(Object.entries(second as Json).filter(([key]) => /[iI]d$/.test(key) && referenceFor(key) !== undefined)),
+    });
+  }
+
   /** POSTs a generated element to `collection`; returns its path (Location) or undefined. */
-  async function make(collection: string): Promise<string | undefined> {
-    const reply = await call('POST', collection, sample(requestSchema(paths[collection]?.post ?? {})));
+  async function make(collection: string, depth = 0): Promise<string | undefined> {
+    const reply = await post(collection, requestSchema(paths[collection]?.post ?? {}), depth);
     if (reply.status < 200 || reply.status > 299) return undefined;
     const location = reply.headers.get('location') ?? (reply.body?.id !== undefined ? `${collection}/${reply.body.id}` : undefined);
     if (!location) return undefined;
@@ -193,7 +246,6 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
       const body = Object.fromEntries(Object.entries(current.body ?? {}).filter(([key]) => !resolve(schema.properties?.[key])?.readOnly));
       return { body };
     }
-    if (method === 'POST') return { body: sample(requestSchema(operation)) };
     return {};
   }
 
@@ -234,7 +286,8 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
       }
       const expected = successes(resolve, operation);
       const { body, type } = await bodyFor(method, operation, target);
-      const reply = await call(method, target, body, type);
+      const reply =
+        method === 'POST' ? await post(target, requestSchema(operation), 0, operation.tags) : await call(method, target, body, type);
       if (method === 'POST' && reply.status >= 200 && reply.status < 300) {
         const location = reply.headers.get('location');
         if (location) created.push({ collection: template, location: new URL(location, `${base}/`).pathname });
@@ -265,6 +318,9 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
     }
     const reply = await call('DELETE', fresh);
     record(template, 'DELETE', expected.join('|') || '2xx', String(reply.status), expected.includes(String(reply.status)));
+    // Later elements reference the kept element of this collection, not the one just deleted.
+    const kept = elementOf.get(collection)?.split('/').pop();
+    if (kept !== undefined) idsByCollection.set(collection, kept);
     const missing = concrete(template, true) as string;
     const gone = await call('DELETE', missing);
     record(template.replace(/\{[^}]+\}/g, '{missing}'), 'DELETE', '404', String(gone.status), gone.status === 404);

@@ -194,20 +194,23 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
   const atKey = keyCondition(keyColumns);
   // A kind without a key (a view, a table without a primary key) is only listed: it has no element statements.
   const keyed = keyColumns.length > 0;
-  const ifKeyed = <T>(make: () => T): T => (keyed ? make() : (undefined as T));
+  const ifKeyed = <T>(make: () => T, more = true): T => (keyed && more ? make() : (undefined as T));
   const byId = ifKeyed(() => named(db.select(selection).from(table).where(atKey)));
   const lockById = ifKeyed(() => named(db.select(selection).from(table).where(atKey).for('update')));
   const existsById = ifKeyed(() => named(db.select({ one: sql`1` }).from(table).where(atKey)));
   const deleteById = ifKeyed(() => named(db.delete(table).where(atKey)));
   const placeholders = (of: Field[]) => Object.fromEntries(of.map((f) => [f.key, sql.placeholder(f.key)]));
-  const updateById = ifKeyed(() =>
-    named(
-      db
-        .update(table)
-        .set(placeholders(rules.updated) as never)
-        .where(atKey)
-        .returning(selection as never),
-    ),
+  // A kind whose every field is its key has nothing to set: a PUT or PATCH only checks and answers the row.
+  const updateById = ifKeyed(
+    () =>
+      named(
+        db
+          .update(table)
+          .set(placeholders(rules.updated) as never)
+          .where(atKey)
+          .returning(selection as never),
+      ),
+    rules.updated.length > 0,
   );
   const inserts = new Map<string, Named>();
   const insertFor = (row: Row) => {
@@ -348,13 +351,15 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
     },
     update: (id, change) =>
       write('write', async (client) => {
-        const changed = change(await current(client, id));
+        const locked = await current(client, id);
+        const changed = change(locked);
         const defaults = new Map<string, unknown>();
         for (const field of rules.writable) {
           if (changed[field.key] === undefined && rules.sqlDefaults.has(field.key))
             defaults.set(field.key, await sqlDefaultOf(client, field));
         }
         const next = rules.forUpdate(changed, (field) => defaults.get(field.key));
+        if (!updateById) return locked;
         const [updated] = await rowsOf(client, updateById, { ...valuesOf(rules.updated, next, columnOf), ...idParams(id) });
         return toRow(updated as unknown[]);
       }),

@@ -142,15 +142,17 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
     );
     return { fields, prepared };
   };
-  const updateRow = keyed
-    ? selecting(
-        db
-          .update(table)
-          .set(placeholders(rules.updated) as never)
-          .where(keyCondition(keyColumns))
-          .returning(selection as never),
-      )
-    : undefined;
+  // A kind whose every field is its key has nothing to set: a PUT or PATCH only checks and answers the row.
+  const updateRow =
+    keyed && rules.updated.length > 0
+      ? selecting(
+          db
+            .update(table)
+            .set(placeholders(rules.updated) as never)
+            .where(keyCondition(keyColumns))
+            .returning(selection as never),
+        )
+      : undefined;
   const listStatements = new Map<string, Prepared>();
   const countStatements = new Map<string, Prepared>();
   /** Prepared on first use: only the 422 after a foreign-key failure reads them. */
@@ -304,9 +306,9 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
         'write',
         () => {
           next = rules.forUpdate(change(current(id)), sqlDefaultOf);
+          if (!updateRow) return current(id);
           const values = Object.assign(valuesOf(rules.updated, next), keyParams(resource, id));
-          const update = updateRow as Prepared;
-          return toRow(update.statement.get(update.args(values)) as unknown[]);
+          return toRow(updateRow.statement.get(updateRow.args(values)) as unknown[]);
         },
         () => next,
       );

@@ -1,0 +1,235 @@
+// A database restable did not create, served as it is (issue 14, API.md §1): the music store built by its
+// SQL script, introspected, then every kind it yields probed over HTTP, its rows untouched until a write.
+import Database from 'better-sqlite3';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { checkContract } from '../src/contract/checker.js';
+import { createRegistry, type Resource } from '../src/resources.js';
+import { type Reply, type Service, startService } from './helpers.js';
+import { checksums, introspectFixture, type Run } from './music-store.js';
+
+const READ_ONLY_ALLOW = 'GET, HEAD, OPTIONS';
+const ELEMENT_ALLOW = 'GET, HEAD, PUT, PATCH, DELETE, OPTIONS';
+
+function assertProblem(reply: Reply, status: number): void {
+  assert.is(reply.status, status, reply.text);
+  assert.match(reply.headers.get('content-type') ?? '', /^application\/problem\+json/);
+  assert.is(reply.body.status, status);
+}
+
+interface Context {
+  service: Service;
+  run: Run;
+  resources: Resource[];
+}
+
+const shapes = suite<Context>('an existing database: introspected and served as it is');
+
+shapes.before(async (ctx) => {
+  const run = await introspectFixture();
+  ctx.run = run;
+  ctx.resources = createRegistry(run.schema).resources;
+  ctx.service = await startService({ schema: run.schema, migrationsFolder: run.out, env: { DATABASE_PATH: run.db } });
+});
+
+shapes.after(async (ctx) => {
+  await ctx.service?.close();
+  ctx.run?.remove();
+});
+
+/** The first rows of a kind's collection. */
+async function firstRows(service: Service, resource: Resource): Promise<Record<string, unknown>[]> {
+  const reply = await service.request('GET', `${resource.path}?limit=5`);
+  assert.is(reply.status, 200, `${resource.path}: ${reply.text}`);
+  return reply.body;
+}
+
+/** A key of the kind that names no element: integers far past the data, text no row has. */
+function missingPath(resource: Resource): string {
+  const part = (field: Resource['key'][number]) => (field.column.dataType === 'number' ? '987654321' : 'no%20such%20key');
+  return `${resource.path}/${resource.key.map(part).join(',')}`;
+}
+
+shapes('every kind lists, every element and related path answers, and no row changed', async ({ service, resources, run }) => {
+  assert.ok(resources.length >= 15, `${resources.length} kinds`);
+  for (const resource of resources) {
+    const rows = await firstRows(service, resource);
+    assert.ok(rows.length > 0, `${resource.path} is empty`);
+    const head = await service.request('HEAD', `${resource.path}?limit=5`);
+    assert.is(head.status, 200);
+    if (resource.readOnlyKind) continue;
+    const path = resource.elementPath(rows[0] as Record<string, unknown>);
+    const element = await service.request('GET', path);
+    assert.is(element.status, 200, `${path}: ${element.text}`);
+    assert.equal(element.body, rows[0]);
+    const etag = element.headers.get('etag') as string;
+    assert.ok(etag);
+    assert.is((await service.request('GET', path, { headers: { 'If-None-Match': etag } })).status, 304);
+    const options = await service.request('OPTIONS', path);
+    assert.is(options.status, 204);
+    assert.is(options.headers.get('allow'), ELEMENT_ALLOW);
+    for (const relation of resource.referencedBy) {
+      const related = [...service.app.registry.relations].find(
+        (r) => r.parent === resource && r.field === relation.field && r.child === relation.child,
+      );
+      if (!related) continue;
+      const children = await service.request('GET', `${path}/${encodeURIComponent(related.name)}`);
+      assert.is(children.status, 200, children.text);
+      for (const child of children.body) assert.equal(child[related.field], resource.idOf(rows[0] as Record<string, unknown>));
+      assertProblem(await service.request('GET', `${missingPath(resource)}/${encodeURIComponent(related.name)}`), 404);
+    }
+  }
+  assert.equal(checksums(run.db, Object.keys(run.before)), run.before, 'reading changed the database');
+});
+
+shapes('a missing element is a 404 on every method; read-only kinds answer 405 with an exact Allow', async ({ service, resources }) => {
+  for (const resource of resources) {
+    if (resource.readOnlyKind) {
+      for (const method of ['POST', 'PUT', 'PATCH', 'DELETE']) {
+        const reply = await service.request(method, resource.path, { body: {} });
+        assertProblem(reply, 405);
+        assert.is(reply.headers.get('allow'), READ_ONLY_ALLOW);
+      }
+      assertProblem(await service.request('GET', `${resource.path}/1`), 404);
+      continue;
+    }
+    for (const method of ['GET', 'PUT', 'PATCH', 'DELETE']) {
+      assertProblem(await service.request(method, missingPath(resource), method === 'GET' ? {} : { body: {} }), 404);
+    }
+  }
+});
+
+shapes('the contract checker passes on every path of the existing database', async ({ service }) => {
+  const doc = (await service.request('GET', '/openapi.json')).body;
+  const report = await checkContract(service.url, doc);
+  assert.equal(
+    report.probes.filter((p) => !p.ok),
+    [],
+  );
+  assert.ok(report.passed > 300, `${report.passed} probes`);
+});
+
+shapes('names in any case and percent-encoded; composite keys as k1,k2', async ({ service }) => {
+  const notes = await service.request('GET', '/Liner%20Notes?limit=1');
+  assert.is(notes.status, 200);
+  assert.ok('noteText' in notes.body[0], notes.text);
+  assert.is((await service.request('GET', '/%41lbum/1')).status, 200);
+  assert.is((await service.request('GET', '/album/1')).status, 404); // case-sensitive
+
+  const pair = await service.request('GET', '/PlaylistTrack?limit=1');
+  const [first] = pair.body as { playlistId: number; trackId: number }[];
+  const path = `/PlaylistTrack/${first?.playlistId},${first?.trackId}`;
+  assert.is((await service.request('GET', path)).status, 200);
+  assert.is((await service.request('GET', `/PlaylistTrack/${first?.playlistId}`)).status, 404);
+  assert.is((await service.request('GET', `${path},1`)).status, 404);
+  assert.is((await service.request('GET', `/PlaylistTrack/${first?.playlistId},x`)).status, 404);
+
+  // Text key parts with ",", "%", "/" and non-ASCII characters travel percent-encoded.
+  const created = await service.request('POST', '/Tag', { body: { kind: 'mood, 100%', label: 'loud/ü', description: 'x' } });
+  assert.is(created.status, 201, created.text);
+  const location = created.headers.get('location') as string;
+  assert.is(location, `/Tag/${encodeURIComponent('mood, 100%')},${encodeURIComponent('loud/ü')}`);
+  const read = await service.request('GET', location);
+  assert.equal(read.body, { kind: 'mood, 100%', label: 'loud/ü', description: 'x' });
+  const stale = await service.request('PATCH', location, { body: { description: 'y' }, headers: { 'If-Match': '"stale"' } });
+  assertProblem(stale, 412);
+  const patched = await service.request('PATCH', location, {
+    body: { description: 'y' },
+    headers: { 'If-Match': read.headers.get('etag') as string },
+  });
+  assert.is(patched.status, 200, patched.text);
+  const moved = await service.request('PATCH', location, { body: { label: 'other' } });
+  assertProblem(moved, 422); // key fields are read-only
+  assert.is((await service.request('DELETE', location)).status, 204);
+  assertProblem(await service.request('GET', location), 404);
+});
+
+shapes('self-references and two foreign keys to one parent have their related paths', async ({ service }) => {
+  const reports = await service.request('GET', '/Employee/1/Employee');
+  assert.is(reports.status, 200);
+  assert.ok(reports.body.length > 0);
+  for (const employee of reports.body) assert.is(employee.reportsTo, 1);
+  const paths = Object.keys((await service.request('GET', '/openapi.json')).body.paths).filter((p) =>
+    p.startsWith('/Employee/{id}/Ticket'),
+  );
+  assert.is(paths.length, 2, paths.join(' '));
+  for (const path of paths) assert.is((await service.request('GET', path.replace('{id}', '1'))).status, 200);
+});
+
+shapes('values round-trip as stored: NUMERIC exact, DATETIME as text, BLOB as base64, untyped as is', async ({ service, run }) => {
+  const sqlite = new Database(run.db, { readonly: true });
+  const [price, hired, photo] = sqlite
+    .prepare(
+      `SELECT (SELECT CAST("UnitPrice" AS TEXT) FROM "Track" WHERE "TrackId" = 1), (SELECT "HireDate" FROM "Employee" WHERE "EmployeeId" = 1), (SELECT "Photo" FROM "Employee" WHERE "EmployeeId" = 1)`,
+    )
+    .raw()
+    .get() as [string, string, Buffer];
+  const settings = sqlite.prepare('SELECT "Name", "Value" FROM "Setting"').raw().all() as [string, unknown][];
+  sqlite.close();
+  assert.is((await service.request('GET', '/Track/1')).body.unitPrice, price);
+  const employee = (await service.request('GET', '/Employee/1')).body;
+  assert.is(employee.hireDate, hired);
+  assert.is(employee.photo, photo.toString('base64'));
+  assert.ok(settings.some(([, v]) => typeof v === 'number') && settings.some(([, v]) => typeof v === 'string'), 'the fixture mixes types');
+  for (const [name, value] of settings) assert.is((await service.request('GET', `/Setting/${encodeURIComponent(name)}`)).body.value, value);
+
+  const track = (await service.request('GET', '/Track/1')).body;
+  const { trackId: _, ...body } = track;
+  const exact = await service.request('PUT', '/Track/1', { body: { ...body, unitPrice: '12345678.91' } });
+  assert.is(exact.status, 200, exact.text);
+  assert.is(exact.body.unitPrice, '12345678.91');
+  const drift = await service.request('PUT', '/Track/1', { body: { ...body, unitPrice: '12345678901234567.89' } });
+  assertProblem(drift, 422);
+  assert.is(drift.body.errors[0].path, 'unitPrice');
+  const notANumber = await service.request('PUT', '/Track/1', { body: { ...body, unitPrice: 0.99 } });
+  assertProblem(notANumber, 422);
+
+  const set = await service.request('PATCH', `/Setting/${encodeURIComponent(settings[0]?.[0] as string)}`, { body: { value: 42 } });
+  assert.equal(set.body.value, 42);
+  const bytes = await service.request('PATCH', '/Employee/2', { body: { photo: Buffer.from('hello').toString('base64') } });
+  assert.is(bytes.status, 200, bytes.text);
+  const stored = new Database(run.db, { readonly: true });
+  assert.equal(stored.prepare('SELECT "Photo" FROM "Employee" WHERE "EmployeeId" = 2').pluck().get(), Buffer.from('hello'));
+  stored.close();
+  assertProblem(await service.request('PATCH', '/Employee/2', { body: { photo: 'not base64!' } }), 422);
+});
+
+shapes('orphans from old data are served; writes are checked', async ({ service, run }) => {
+  const sqlite = new Database(run.db, { readonly: true });
+  const orphan = sqlite
+    .prepare('SELECT "AlbumId" FROM "Album" WHERE "ArtistId" NOT IN (SELECT "ArtistId" FROM "Artist") LIMIT 1')
+    .pluck()
+    .get() as number;
+  sqlite.close();
+  assert.ok(orphan, 'the fixture has orphans');
+  const album = await service.request('GET', `/Album/${orphan}`);
+  assert.is(album.status, 200);
+  const { albumId: _, ...body } = album.body;
+  const kept = await service.request('PUT', `/Album/${orphan}`, { body });
+  assertProblem(kept, 422);
+  assert.is(kept.body.errors[0].path, 'artistId');
+  const fixed = await service.request('PUT', `/Album/${orphan}`, { body: { ...body, artistId: 1 } });
+  assert.is(fixed.status, 200, fixed.text);
+});
+
+shapes('a kind without a key pages by position: a cursor walk sees every row once', async ({ service, run }) => {
+  const sqlite = new Database(run.db, { readonly: true });
+  const total = sqlite.prepare('SELECT count(*) FROM "PlayLog"').pluck().get() as number;
+  const distinct = sqlite.prepare('SELECT count(*) FROM (SELECT DISTINCT * FROM "PlayLog")').pluck().get() as number;
+  sqlite.close();
+  let path: string | undefined = '/PlayLog?limit=333&sort=-seconds&count=true';
+  const seen: string[] = [];
+  while (path) {
+    const reply: Reply = await service.request('GET', path);
+    assert.is(reply.status, 200, reply.text);
+    assert.is(reply.headers.get('x-total-count'), String(total));
+    seen.push(...reply.body.map((row: unknown) => JSON.stringify(row)));
+    path = /<([^>]+)>; rel="next"/.exec(reply.headers.get('link') ?? '')?.[1];
+  }
+  assert.is(seen.length, total);
+  assert.is(new Set(seen).size, distinct);
+  const cursor = /cursor=([^&>]+)/.exec((await service.request('GET', '/PlayLog?limit=1')).headers.get('link') ?? '')?.[1];
+  assertProblem(await service.request('GET', `/AlbumSummary?limit=1&cursor=${cursor}`), 400);
+});
+
+shapes.run();

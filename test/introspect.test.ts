@@ -1,0 +1,291 @@
+// `npm run introspect` on the music-store fixture (test/fixtures/music-store.sql): the generated schema
+// module, its migrations (baseline recorded as applied, restable's tables pending) and no row changed; served: existing-database.test.ts.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { getTableColumns, is } from 'drizzle-orm';
+import { getTableConfig, getViewConfig, type SQLiteColumn, SQLiteTable, SQLiteView } from 'drizzle-orm/sqlite-core';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { checkDrift } from '../src/cli/generate.js';
+import type { DatabaseHandle } from '../src/db/client.js';
+import { customKindOf } from '../src/db/columns.js';
+import { migrationStatus } from '../src/db/migrate.js';
+import { ROOT } from './helpers.js';
+import { checksums, FIXTURE, introspect, introspectFixture, type Run } from './music-store.js';
+
+const Introspect = suite<{ run: Run }>('npm run introspect');
+
+Introspect.before(async (context) => {
+  context.run = await introspectFixture();
+});
+
+Introspect.after((context) => context.run?.remove());
+
+/** The generated table (or view) whose SQL name is `name`. */
+function sourceNamed(schema: Record<string, unknown>, name: string): SQLiteTable | SQLiteView {
+  const found = Object.values(schema).find(
+    (v) => (is(v, SQLiteTable) && getTableConfig(v).name === name) || (is(v, SQLiteView) && getViewConfig(v).name === name),
+  );
+  if (!found) throw new Error(`no table or view ${name} in the generated schema`);
+  return found as SQLiteTable | SQLiteView;
+}
+
+const columnsOf = (source: SQLiteTable | SQLiteView) =>
+  (is(source, SQLiteView) ? getViewConfig(source).selectedFields : getTableColumns(source)) as Record<string, SQLiteColumn>;
+
+Introspect('declares every table and view with its exact name, and valid unique field keys', ({ run }) => {
+  const names = Object.values(run.schema)
+    .filter((v) => is(v, SQLiteTable) || is(v, SQLiteView))
+    .map((v) => (is(v, SQLiteView) ? getViewConfig(v).name : getTableConfig(v as SQLiteTable).name))
+    .sort();
+  const expected = [
+    'Album',
+    'AlbumSummary',
+    'Artist',
+    'Currency',
+    'Customer',
+    'Employee',
+    'Genre',
+    'Invoice',
+    'InvoiceLine',
+    'Liner Notes',
+    'MediaType',
+    'PlayLog',
+    'Playlist',
+    'PlaylistTrack',
+    'Setting',
+    'Tag',
+    'Ticket',
+    'Track',
+    'TrackTag',
+  ];
+  assert.equal(names, expected);
+  for (const name of names) {
+    const columns = columnsOf(sourceNamed(run.schema, name));
+    for (const key of Object.keys(columns)) assert.ok(/^[A-Za-z_][A-Za-z0-9_]*$/.test(key), `${name}.${key} is a valid field key`);
+  }
+  const linerNotes = columnsOf(sourceNamed(run.schema, 'Liner Notes'));
+  assert.is(linerNotes.noteText?.name, 'Note Text');
+  assert.is(columnsOf(sourceNamed(run.schema, 'Album')).artistId?.name, 'ArtistId');
+});
+
+Introspect('types columns by SQLite affinity: NUMERIC exact, DATETIME text, BLOB bytes, no type untyped', ({ run }) => {
+  const kind = (table: string, field: string) => {
+    const column = columnsOf(sourceNamed(run.schema, table))[field] as SQLiteColumn;
+    return customKindOf(column) ?? column.columnType;
+  };
+  assert.is(kind('Track', 'unitPrice'), 'SQLiteNumeric');
+  assert.is(kind('Invoice', 'total'), 'SQLiteNumeric');
+  assert.is(kind('Track', 'name'), 'SQLiteText');
+  assert.is((columnsOf(sourceNamed(run.schema, 'Track')).name as SQLiteColumn & { length?: number }).length, 200);
+  assert.is(kind('Invoice', 'invoiceDate'), 'SQLiteText');
+  assert.is(kind('Liner Notes', 'written'), 'SQLiteText');
+  assert.is(kind('Employee', 'photo'), 'bytes');
+  assert.is(kind('Setting', 'value'), 'untyped');
+  assert.is(kind('Customer', 'isActive'), 'SQLiteInteger');
+  assert.is(kind('Currency', 'rate'), 'SQLiteReal');
+  assert.is(kind('AlbumSummary', 'trackCount'), 'untyped');
+  const customer = columnsOf(sourceNamed(run.schema, 'Customer'));
+  assert.is(customer.isActive?.default, 1);
+  assert.ok(customer.email?.isUnique, 'Customer.Email keeps its UNIQUE constraint');
+  assert.is(columnsOf(sourceNamed(run.schema, 'Invoice')).currencyCode?.default, 'USD');
+});
+
+Introspect('declares keys in key order, AUTOINCREMENT, and keyless tables without one', ({ run }) => {
+  const keyOf = (name: string) => {
+    const table = sourceNamed(run.schema, name) as SQLiteTable;
+    const composite = getTableConfig(table).primaryKeys[0];
+    if (composite) return composite.columns.map((c) => c.name);
+    return Object.values(getTableColumns(table))
+      .filter((c) => c.primary)
+      .map((c) => c.name);
+  };
+  assert.equal(keyOf('PlaylistTrack'), ['PlaylistId', 'TrackId']);
+  assert.equal(keyOf('Tag'), ['Kind', 'Label']);
+  assert.equal(keyOf('TrackTag'), ['Kind', 'Label', 'TrackId'], 'the PRIMARY KEY order, not the column order');
+  assert.equal(keyOf('Currency'), ['Code']);
+  assert.equal(keyOf('PlayLog'), []);
+  const employee = getTableColumns(sourceNamed(run.schema, 'Employee') as SQLiteTable);
+  assert.ok((employee.employeeId as SQLiteColumn & { autoIncrement?: boolean }).autoIncrement, 'AUTOINCREMENT is kept');
+  const artist = getTableColumns(sourceNamed(run.schema, 'Artist') as SQLiteTable);
+  assert.not.ok((artist.artistId as SQLiteColumn & { autoIncrement?: boolean }).autoIncrement);
+  assert.ok(is(sourceNamed(run.schema, 'AlbumSummary'), SQLiteView));
+  const select = getViewConfig(sourceNamed(run.schema, 'AlbumSummary') as SQLiteView).query?.queryChunks[0] as { value: string[] };
+  assert.match(select.value.join(''), /^SELECT[\s\S]*FROM "Album"[\s\S]*GROUP BY/);
+});
+
+Introspect('declares foreign keys, self-references and multi-column ones with their actions', ({ run }) => {
+  const fks = (name: string) =>
+    getTableConfig(sourceNamed(run.schema, name) as SQLiteTable).foreignKeys.map((fk) => {
+      const ref = fk.reference();
+      return `${ref.columns.map((c) => c.name).join('+')}->${getTableConfig(ref.foreignTable).name}(${ref.foreignColumns.map((c) => c.name).join('+')})${fk.onDelete && fk.onDelete !== 'no action' ? ` ${fk.onDelete}` : ''}`;
+    });
+  assert.equal(fks('Employee'), ['ReportsTo->Employee(EmployeeId)']);
+  assert.equal(fks('Ticket').sort(), ['ClosedBy->Employee(EmployeeId)', 'OpenedBy->Employee(EmployeeId)']);
+  assert.equal(fks('InvoiceLine').sort(), ['InvoiceId->Invoice(InvoiceId) cascade', 'TrackId->Track(TrackId)']);
+  assert.equal(fks('Customer'), ['SupportRepId->Employee(EmployeeId) set null']);
+  assert.equal(fks('TrackTag').sort(), ['Kind+Label->Tag(Kind+Label)', 'TrackId->Track(TrackId)']);
+  assert.equal(fks('Album'), ['ArtistId->Artist(ArtistId)'], 'declared although old rows break it');
+});
+
+Introspect('names each related path of a table with two foreign keys to one parent, on both sides', ({ run }) => {
+  const source = readFileSync(run.schemaPath, 'utf8');
+  assert.match(source, /TicketByOpenedBy: many\(ticket, \{ relationName: 'TicketByOpenedBy' \}\)/);
+  assert.match(source, /TicketByClosedBy: many\(ticket, \{ relationName: 'TicketByClosedBy' \}\)/);
+  assert.match(
+    source,
+    /one\(employee, \{ fields: \[ticket\.openedBy\], references: \[employee\.employeeId\], relationName: 'TicketByOpenedBy' \}\)/,
+  );
+  assert.not.match(source, /many\(album/, 'a single foreign key needs no relations()');
+  assert.match(source, /\(\): AnySQLiteColumn => employee\.employeeId/, 'the self-reference is typed');
+  assert.match(run.output.stdout, /\/Employee\/\{id\}\/TicketByOpenedBy/);
+});
+
+Introspect('writes a module Biome leaves as it is and strict tsc accepts', ({ run }) => {
+  const source = readFileSync(run.schemaPath, 'utf8');
+  assert.match(source, /^\/\/ Generated by `npm run introspect` from .*music\.db on \d{4}-\d{2}-\d{2}/);
+  const biome = spawnSync(
+    process.execPath,
+    [join(ROOT, 'node_modules/@biomejs/biome/bin/biome'), 'check', '--write', '--stdin-file-path=src/db/schema.ts'],
+    { cwd: ROOT, input: source, encoding: 'utf8' },
+  );
+  assert.is(biome.status, 0, biome.stderr);
+  assert.is(biome.stdout, source, 'already formatted, imports sorted, nothing to fix');
+  const tsc = spawnSync(
+    process.execPath,
+    [
+      join(ROOT, 'node_modules/typescript/bin/tsc'),
+      ...['--noEmit', '--strict', '--noUncheckedIndexedAccess', '--skipLibCheck', '--target', 'ES2022'],
+      ...['--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--types', 'node', run.schemaPath],
+    ],
+    { cwd: run.dir, encoding: 'utf8' },
+  );
+  assert.is(tsc.status, 0, tsc.stdout + tsc.stderr);
+});
+
+Introspect('records the baseline as applied without running it; restable tables are pending', ({ run }) => {
+  const sqlite = new Database(run.db, { readonly: true });
+  try {
+    const status = migrationStatus({ sqlite } as DatabaseHandle, run.out);
+    assert.equal(status, { applied: ['0000_baseline'], pending: ['0001_restable_tables'], unknown: 0 });
+    const internal = sqlite.prepare("SELECT name FROM sqlite_master WHERE name LIKE 'restable_%'").pluck().all();
+    assert.equal(internal, [], 'the second migration has not run yet');
+  } finally {
+    sqlite.close();
+  }
+  assert.match(readFileSync(join(run.out, '0000_baseline.sql'), 'utf8'), /CREATE TABLE `PlaylistTrack`/);
+  assert.match(readFileSync(join(run.out, '0001_restable_tables.sql'), 'utf8'), /CREATE TABLE `restable_secrets`/);
+});
+
+Introspect('changes no row of the database', ({ run }) => {
+  assert.equal(checksums(run.db, Object.keys(run.before)), run.before);
+});
+
+Introspect('writes PostgreSQL migrations too, and neither backend drifts from the schema', async ({ run }) => {
+  assert.ok(existsSync(join(run.out, 'pg', 'meta', '_journal.json')), run.output.stdout);
+  const drifts = await checkDrift({ schema: run.schema, pgFolder: join(run.out, 'pg'), sqliteFolder: run.out });
+  assert.equal(drifts, []);
+});
+
+Introspect('refuses to overwrite the schema without --force, saying what it would overwrite', ({ run }) => {
+  const before = readFileSync(run.schemaPath, 'utf8');
+  const refused = introspect([run.db, '--schema', run.schemaPath, '--out', run.out]);
+  assert.is(refused.code, 1);
+  assert.is(refused.stdout, '');
+  assert.is(refused.stderr.trim().split('\n').length, 1, refused.stderr);
+  assert.match(refused.stderr, /schema\.ts exists; run again with --force/);
+  assert.is(readFileSync(run.schemaPath, 'utf8'), before);
+});
+
+Introspect('refuses a database whose migrations are already recorded, even with --force', ({ run }) => {
+  const again = introspect([run.db, '--schema', run.schemaPath, '--out', run.out, '--force']);
+  assert.is(again.code, 1);
+  assert.match(again.stderr, /already records 1 migration\(s\)/);
+});
+
+Introspect('gives the same schema for a file written by the sqlite3 command-line tool', async ({ run }) => {
+  if (spawnSync('sqlite3', ['-version']).status !== 0) return console.log('  (skipped: no sqlite3 command)');
+  const fromCli = await introspectFixture((path) => {
+    const made = spawnSync('sqlite3', [path], { input: readFileSync(FIXTURE) });
+    if (made.status !== 0) throw new Error(`sqlite3 failed: ${made.stderr}`);
+    return path;
+  });
+  try {
+    const body = (path: string) => readFileSync(path, 'utf8').split('\n').slice(1).join('\n');
+    assert.fixture(body(fromCli.schemaPath), body(run.schemaPath));
+    assert.equal(checksums(fromCli.db, Object.keys(fromCli.before)), fromCli.before);
+  } finally {
+    fromCli.remove();
+  }
+});
+
+Introspect.run();
+
+const Edges = suite('introspect: awkward declarations');
+
+/** Names and declarations real files have that the music store does not: each must still yield a module that loads and type-checks. */
+const AWKWARD = `
+  CREATE TABLE "case" ("id" INTEGER PRIMARY KEY, "AlbumId" INT, "album_id" INT, "constructor" TEXT, "2nd" TEXT, "Prix €" DECIMAL(8,3));
+  CREATE TABLE "text" ("Code" VARCHAR(3) NOT NULL PRIMARY KEY, "Label" TEXT DEFAULT 'it''s \\ \${x}', "Ratio" DOUBLE DEFAULT 1.5,
+    "Born" TIMESTAMP DEFAULT (datetime('now')), "Flag" BOOL DEFAULT TRUE, "Raw" BLOB DEFAULT X'00', "Any" DEFAULT 7,
+    "Twice" INTEGER GENERATED ALWAYS AS ("Ratio" * 2) STORED);
+  CREATE TABLE "2020 Sales" ("CaseId" INTEGER REFERENCES "CASE", "Code" TEXT REFERENCES "Text" ("code") ON UPDATE CASCADE,
+    "Lost" INTEGER REFERENCES "Nowhere" ("Id"), "Amount" MONEY NOT NULL DEFAULT 0);
+  CREATE UNIQUE INDEX "one_code_per_case" ON "2020 Sales" ("CaseId", "Code") WHERE "Code" IS NOT NULL;
+  CREATE INDEX "by_lower_code" ON "2020 Sales" (lower("Code"));
+  CREATE VIEW "odd \`view\`" ("a", "b") AS SELECT 1, '\${not a template}';
+`;
+
+Edges('writes a module that loads and type-checks for reserved, clashing and non-identifier names', async () => {
+  const run = await introspectFixture((path) => {
+    const db = new Database(path);
+    db.exec(AWKWARD);
+    db.close();
+    return path;
+  });
+  try {
+    const source = readFileSync(run.schemaPath, 'utf8');
+    const caseTable = sourceNamed(run.schema, 'case') as SQLiteTable;
+    assert.equal(Object.keys(getTableColumns(caseTable)), ['id', 'albumId', 'albumId2', 'constructor2', '_2nd', 'prix']);
+    assert.match(source, /export const caseTable = sqliteTable\('case'/, 'a reserved word is no export name');
+    assert.match(source, /export const textTable = sqliteTable\('text'/, 'nor an import');
+    const text = getTableColumns(sourceNamed(run.schema, 'text') as SQLiteTable);
+    assert.is(text.label?.default, `it's \\ \${x}`);
+    assert.is(text.ratio?.default, 1.5);
+    assert.is(text.flag?.default, 1);
+    assert.ok(text.twice?.generated, 'the generated column stays generated');
+    const sales = getTableConfig(sourceNamed(run.schema, '2020 Sales') as SQLiteTable);
+    const references = sales.foreignKeys.map((fk) =>
+      fk
+        .reference()
+        .foreignColumns.map((c) => c.name)
+        .join(),
+    );
+    assert.equal(references, ['id', 'Code'], 'a reference without columns names the key; names match case-insensitively');
+    assert.equal(
+      sales.indexes.map((i) => i.config.name),
+      ['one_code_per_case'],
+    );
+    assert.ok(sales.indexes[0]?.config.where, 'a partial index keeps its WHERE');
+    assert.match(source, /index "by_lower_code" is on an expression/);
+    assert.match(source, /foreign key \(Lost\) → Nowhere names no table/);
+    assert.ok(is(sourceNamed(run.schema, 'odd `view`'), SQLiteView));
+    const tsc = spawnSync(
+      process.execPath,
+      [
+        join(ROOT, 'node_modules/typescript/bin/tsc'),
+        ...['--noEmit', '--strict', '--noUncheckedIndexedAccess', '--skipLibCheck', '--target', 'ES2022'],
+        ...['--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--types', 'node', run.schemaPath],
+      ],
+      { cwd: run.dir, encoding: 'utf8' },
+    );
+    assert.is(tsc.status, 0, tsc.stdout + tsc.stderr);
+    assert.equal(checksums(run.db, Object.keys(run.before)), run.before);
+  } finally {
+    run.remove();
+  }
+});
+
+Edges.run();
