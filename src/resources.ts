@@ -264,7 +264,13 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
   const fields = Object.entries(columns).map(([key, column]) => ({ key, column, readOnly: readOnly.has(key) }));
   const key = keyFields.map((k) => fields.find((f) => f.key === k) as Field);
   const path = `/${encodeURIComponent(name)}`;
-  const insert = (view ? z.object({}) : createInsertSchema(source, valueRules(columns) as never)) as unknown as z.ZodObject;
+  const generated = (view ? z.object({}) : createInsertSchema(source, valueRules(columns) as never)) as unknown as z.ZodObject;
+  // A key the client gives is required, whatever drizzle-zod infers (an INTEGER PRIMARY KEY would take a
+  // rowid, a composite key column without NOT NULL a NULL): an element must be addressable by it.
+  const given = keyFields.filter((k) => !serverAssigned.has(k) && generated.shape[k] instanceof z.ZodOptional);
+  const insert = given.length
+    ? generated.extend(Object.fromEntries(given.map((k) => [k, (generated.shape[k] as z.ZodOptional).unwrap()])))
+    : generated;
   const omit = (keys: Set<string>) =>
     insert
       .omit(

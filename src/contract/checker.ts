@@ -174,9 +174,10 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
    * twice: after making new elements of the collections it references (a key made of references
    * repeats when they do), then from an element the collection already holds (its values satisfy
    * constraints a generator cannot guess, such as a foreign key of several text columns), with
-   * those new references.
+   * those new references. A related POST (`template` has `{id}`) that still conflicts is tried under
+   * a new parent: the one it names may already have its only child (a one-to-one extension).
    */
-  async function post(path: string, schema: Json, depth = 0, tags: string[] = []): Promise<Reply> {
+  async function post(path: string, schema: Json, depth = 0, tags: string[] = [], template?: string): Promise<Reply> {
     const first = sample(schema);
     const reply = await call('POST', path, first);
     if (depth > 0 || (reply.status !== 409 && reply.status !== 422)) return reply;
@@ -184,6 +185,13 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
     const second = sample(schema);
     const again = await call('POST', path, second);
     if (again.status !== 409 && again.status !== 422) return again;
+    const parent = template?.includes('{')
+      ? (await make(template.slice(0, template.indexOf('/{')), depth + 1))?.split('/').pop()
+      : undefined;
+    if (template && parent !== undefined) {
+      const moved = await call('POST', template.replace(/\{[^}]+\}/, parent), sample(schema));
+      if (moved.status !== 409 && moved.status !== 422) return moved;
+    }
     const row = (await firstElement(path)) ?? (await firstElement(collectionTagged(tags)));
     if (!row || typeof row !== 'object') return again;
     // Only what the body must hold: an optional field may be one the path supplies (a related POST's reference).
@@ -287,7 +295,9 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
       const expected = successes(resolve, operation);
       const { body, type } = await bodyFor(method, operation, target);
       const reply =
-        method === 'POST' ? await post(target, requestSchema(operation), 0, operation.tags) : await call(method, target, body, type);
+        method === 'POST'
+          ? await post(target, requestSchema(operation), 0, operation.tags, template)
+          : await call(method, target, body, type);
       if (method === 'POST' && reply.status >= 200 && reply.status < 300) {
         const location = reply.headers.get('location');
         if (location) created.push({ collection: template, location: new URL(location, `${base}/`).pathname });
