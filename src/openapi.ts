@@ -174,8 +174,21 @@ function listParameters(resource: Resource): Json[] {
       schema: { type: 'string', pattern: `^-?(${sortable})(,-?(${sortable}))*$` },
     },
     ref('parameters', 'count'),
+    fieldsParameter(resource),
     ...filters,
   ];
+}
+
+/** `fields`: the field names an element may be shaped to (comma-separated). */
+function fieldsParameter(resource: Resource): Json {
+  return {
+    name: 'fields',
+    in: 'query',
+    description: 'comma-separated fields: each element carries exactly those, in schema order',
+    style: 'form',
+    explode: false,
+    schema: { type: 'array', uniqueItems: true, minItems: 1, items: { type: 'string', enum: resource.fields.map((f) => f.key) } },
+  };
 }
 
 const problem = (description: string, headers?: Json) => ({
@@ -272,11 +285,11 @@ function operation(route: Route, method: Method, options: OpenApiOptions): Json 
         summary: list
           ? `List ${resource.name}${relation ? ` of one ${relation.parent.name} element` : ''}`
           : `Get one ${resource.name} element`,
-        parameters: [...idParam, ...(list ? listParameters(resource) : [ref('parameters', 'If-None-Match')])],
+        parameters: [...idParam, ...(list ? listParameters(resource) : [fieldsParameter(resource), ref('parameters', 'If-None-Match')])],
         responses: {
           200: ok,
           ...(list ? {} : { 304: noBody('Not modified (If-None-Match matched)', { ETag: ref('headers', 'ETag') }) }),
-          ...errors(...(list ? (['BadRequest'] as const) : []), ...(list ? parent : (['NotFound'] as const)), 'NotAcceptable', 'Error'),
+          ...errors('BadRequest', ...(list ? parent : (['NotFound'] as const)), 'NotAcceptable', 'Error'),
         },
       };
     }

@@ -8,7 +8,9 @@ import { echo } from './validation.js';
 export const OPERATORS = ['eq', 'ne', 'gt', 'gte', 'lt', 'lte', 'in', 'contains', 'startsWith', 'null'] as const;
 export type Operator = (typeof OPERATORS)[number];
 
-export const RESERVED = ['limit', 'cursor', 'sort', 'count'] as const;
+export const RESERVED = ['limit', 'cursor', 'sort', 'count', 'fields'] as const;
+/** Parameters that shape each element (API.md §5 "Shaping responses"): an element's GET takes these and no other. */
+export const SHAPING = ['fields'] as const;
 export const LIMIT = { min: 1, max: 1000, default: 100 } as const;
 
 /**
@@ -52,6 +54,13 @@ export interface ListQuery {
   count: boolean;
   /** Names the list a cursor belongs to: collection, scope, order and filters (computed only when a cursor is made or read). */
   binding: () => string;
+  /** How each element is shaped (`fields`). */
+  shape: Shape;
+}
+
+/** What each element of an answer carries: only `fields` (in schema order) when given, else every field. */
+export interface Shape {
+  fields?: Field[];
 }
 
 export type RawQuery = Record<string, string | string[] | undefined>;
@@ -198,10 +207,51 @@ function parseFilter(resource: Resource, name: string, raw: string): Filter {
   return { field, op: operator, value: TEXT_ONLY.includes(operator) ? raw : toFieldValue(field, raw, name) };
 }
 
+/** `fields=a,b`: known fields, each once, returned in schema order. */
+function parseFields(resource: Resource, raw: string): Field[] {
+  const keys = raw.split(',');
+  const named = new Set<string>();
+  for (const key of keys) {
+    if (key === '') throw bad('fields', 'names an empty field; list field names separated by ","');
+    fieldNamed(resource, key, 'fields');
+    if (named.has(key)) throw bad('fields', `names ${echo(key)} twice`);
+    named.add(key);
+  }
+  return resource.fields.filter((f) => named.has(f.key));
+}
+
+/** The shaping parameters of a query (the others are left to the caller). */
+function parseShaping(resource: Resource, query: RawQuery): Shape {
+  return query.fields === undefined ? {} : { fields: parseFields(resource, single('fields', query.fields)) };
+}
+
+/**
+ * Parses the query string of an element's GET: shaping parameters only.
+ * @throws {ApiError} 400 naming an unknown parameter or a malformed value
+ */
+export function parseElementQuery(resource: Resource, query: RawQuery): Shape {
+  const unknown = Object.keys(query).filter((name) => !(SHAPING as readonly string[]).includes(name));
+  if (unknown.length > 0) {
+    throw badQuery(unknown.map((name) => ({ path: echo(name), message: 'is not a query parameter of an element; use fields' })));
+  }
+  return parseShaping(resource, query);
+}
+
+/** The elements of `rows` with only the shape's fields (the rows themselves when it names none). */
+export function shaped<T extends Record<string, unknown>>(shape: Shape, rows: T[]): Record<string, unknown>[] {
+  const { fields } = shape;
+  if (!fields) return rows;
+  return rows.map((row) => {
+    const out: Record<string, unknown> = {};
+    for (const { key } of fields) out[key] = row[key];
+    return out;
+  });
+}
+
 /** Names the list a cursor belongs to: collection, fixed scope, order and filters (not limit or count). */
 function bindingOf(resource: Resource, scope: string, query: RawQuery): string {
   const pairs = Object.entries(query)
-    .filter(([name]) => !['limit', 'cursor', 'count'].includes(name))
+    .filter(([name]) => !['limit', 'cursor', 'count', ...SHAPING].includes(name))
     .flatMap(([name, value]) => [value ?? ''].flat().map((v) => JSON.stringify([name, v])))
     .sort();
   return JSON.stringify([resource.name, scope, pairs]);
@@ -261,6 +311,7 @@ export function parseListQuery(resource: Resource, query: RawQuery, { scope = ''
   };
   const limit = attempt(() => (query.limit === undefined ? LIMIT.default : parseLimit(single('limit', query.limit))));
   const sort = attempt(() => parseSort(resource, query.sort === undefined ? undefined : single('sort', query.sort)));
+  const shape = attempt(() => parseShaping(resource, query));
   const count = attempt(() => {
     const raw = query.count === undefined ? 'false' : single('count', query.count);
     if (raw !== 'true' && raw !== 'false') throw bad('count', 'must be true or false');
@@ -295,5 +346,13 @@ export function parseListQuery(resource: Resource, query: RawQuery, { scope = ''
         : {}
       : attempt(() => parseCursor(single('cursor', query.cursor), sort, binding, cursors, byOffset));
   if (errors.length > 0) throw badQuery(errors);
-  return { limit: limit as number, sort: sort as SortKey[], filters: filters as Filter[], ...position, count: count as boolean, binding };
+  return {
+    limit: limit as number,
+    sort: sort as SortKey[],
+    filters: filters as Filter[],
+    ...position,
+    count: count as boolean,
+    binding,
+    shape: shape as Shape,
+  };
 }

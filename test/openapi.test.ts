@@ -150,7 +150,7 @@ test('operations carry their statuses, headers and problem responses', ({ doc })
   const statuses = (path: string, method: string) => Object.keys(doc.paths[path]?.[method].responses ?? {}).sort();
   assert.equal(statuses('/users', 'get'), ['200', '400', '405', '406', 'default']);
   assert.equal(statuses('/users', 'post'), ['201', '400', '405', '406', '409', '413', '415', '422', 'default']);
-  assert.equal(statuses('/users/{id}', 'get'), ['200', '304', '404', '405', '406', 'default']);
+  assert.equal(statuses('/users/{id}', 'get'), ['200', '304', '400', '404', '405', '406', 'default']);
   assert.equal(statuses('/users/{id}', 'put'), ['200', '400', '404', '405', '406', '409', '412', '413', '415', '422', 'default']);
   assert.equal(statuses('/users/{id}', 'delete'), ['204', '404', '405', '409', '412', 'default']);
   assert.equal(statuses('/users/{id}/pets', 'get'), ['200', '400', '404', '405', '406', 'default']);

@@ -7,7 +7,7 @@ import type { CursorCodec } from '../cursor.js';
 import { ApiError } from '../errors.js';
 import { accepts, elementResponse, readJson, send, sendEmpty, sendJson } from '../http.js';
 import { fingerprintOf, parseIdempotencyKey } from '../idempotency.js';
-import { encodeCursor, parseListQuery, type RawQuery } from '../query.js';
+import { encodeCursor, parseElementQuery, parseListQuery, type RawQuery, type Shape, shaped } from '../query.js';
 import { type QueryParameters, queryErrorOf, withParameter } from '../query-string.js';
 import type { Id, Method, Registry, Resource, Route } from '../resources.js';
 import { type Check, type KindStore, type MaybePromise, notFound, type Scope, type Store, then } from '../store/store.js';
@@ -40,6 +40,8 @@ export interface Endpoint {
   negotiates?: boolean;
   /** Whether GET (and HEAD) take the list query language of API.md §5; any other parameter is a 400. */
   lists?: boolean;
+  /** Whether GET (and HEAD) take the shaping parameters of one element (`fields`); the handler reads them. */
+  shapes?: boolean;
 }
 
 /** The compiled answer of an endpoint to one request; `segment` is the path's `{id}` segment. */
@@ -94,7 +96,7 @@ export function compile(endpoint: Endpoint): CompiledEndpoint {
   };
   const served = (method: Method): Handler => {
     const handler = endpoint.handlers[method === 'HEAD' ? 'GET' : method] as Handler;
-    const takesQuery = Boolean(endpoint.lists) && (method === 'GET' || method === 'HEAD');
+    const takesQuery = Boolean(endpoint.lists || endpoint.shapes) && (method === 'GET' || method === 'HEAD');
     const negotiates = method !== 'DELETE' && endpoint.negotiates !== false;
     return (req, res, id) => {
       if (negotiates && !accepts(req, produces)) {
@@ -147,8 +149,8 @@ export function compile(endpoint: Endpoint): CompiledEndpoint {
 }
 
 /** Answers GET/HEAD on an element: 304 when If-None-Match matches, else the element with its ETag. */
-function sendElement(req: Request, res: Response, row: Row): void {
-  const response = elementResponse(200, row);
+function sendElement(req: Request, res: Response, row: Row, shape: Shape): void {
+  const response = elementResponse(200, shape.fields ? shaped(shape, [row])[0] : row);
   if (evaluatePreconditions(req.method as string, req.headers, response.headers.ETag as string) === 'notModified') {
     sendEmpty(res, 304, { ETag: response.headers.ETag as string });
   } else {
@@ -191,7 +193,7 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
         headers.Link = `<${req.path}?${withParameter(req.search, 'cursor', cursor)}>; rel="next"`;
       }
       if (page.total !== undefined) headers['X-Total-Count'] = String(page.total);
-      sendJson(res, 200, page.rows, headers);
+      sendJson(res, 200, shaped(query.shape, page.rows), headers);
     });
   };
 
@@ -246,12 +248,15 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
       return {
         ...base,
         target: targetOf(resource, kind),
+        shapes: true,
         handlers: {
-          GET: (req, res, id) =>
-            then(kind.get(id), (row) => {
+          GET: (req, res, id) => {
+            const shape = parseElementQuery(resource, req.query as RawQuery);
+            return then(kind.get(id), (row) => {
               if (!row) throw notFound(resource, id);
-              sendElement(req, res, row);
-            }),
+              sendElement(req, res, row, shape);
+            });
+          },
           PUT: (req, res, id) => update(req, res, kind, id, JSON_BODY, (input, current) => toReplacementRow(resource, input, current)),
           PATCH: (req, res, id) => update(req, res, kind, id, MERGE_PATCH_BODY, (input, current) => toPatchedRow(resource, input, current)),
           DELETE: async (req, res, id) => {
