@@ -4,8 +4,12 @@ import { is } from 'drizzle-orm';
 import { SQLiteNumeric, type SQLiteTable } from 'drizzle-orm/sqlite-core';
 import { createSelectSchema } from 'drizzle-zod';
 import { z } from 'zod';
+import { MAX_CHILDREN } from './api/expand.js';
 import { customKindOf } from './db/columns.js';
-import { LIMIT, OPERATORS, type Operator } from './query.js';
+import { LIMIT, OPERATORS, type Operator, QUERY_LIMITS } from './query.js';
+
+const optional = <T>(value: T | undefined): T[] => (value === undefined ? [] : [value]);
+
 import { type Field, type Method, OPEN_PATHS, PROBE_PATHS, READ_METHODS, type Registry, type Resource, type Route } from './resources.js';
 
 type Json = Record<string, unknown>;
@@ -175,8 +179,54 @@ function listParameters(resource: Resource): Json[] {
     },
     ref('parameters', 'count'),
     fieldsParameter(resource),
+    ...optional(expandParameter(resource)),
     ...filters,
   ];
+}
+
+/** Relation paths `expand` takes, up to QUERY_LIMITS.expandDepth deep, when there are few enough to list. */
+const MAX_LISTED_EXPANSIONS = 200;
+
+function expandPaths(resource: Resource, depth: number = QUERY_LIMITS.expandDepth): string[] {
+  if (depth === 0) return [];
+  const paths: string[] = [];
+  for (const [name, { target }] of resource.expansions) {
+    paths.push(name, ...expandPaths(target, depth - 1).map((rest) => `${name}.${rest}`));
+    if (paths.length > MAX_LISTED_EXPANSIONS) break;
+  }
+  return paths;
+}
+
+/** `expand`: relation paths, comma-separated (listed as an enum while there are at most MAX_LISTED_EXPANSIONS). */
+function expandParameter(resource: Resource): Json | undefined {
+  if (resource.expansions.size === 0) return undefined;
+  const paths = expandPaths(resource);
+  const item = paths.length <= MAX_LISTED_EXPANSIONS ? { type: 'string', enum: paths } : { type: 'string' };
+  return {
+    name: 'expand',
+    in: 'query',
+    description: `comma-separated relations (${[...resource.expansions.keys()].join(', ')}), nested with "." up to ${QUERY_LIMITS.expandDepth} levels: each element carries them`,
+    style: 'form',
+    explode: false,
+    schema: { type: 'array', uniqueItems: true, minItems: 1, items: item },
+  };
+}
+
+/** The element schema with the relations `expand` may add: optional, a to-one one as its element or null, a to-many one as an array. */
+function withExpansions(resource: Resource, schema: Json): Json {
+  const properties = { ...(schema.properties as Record<string, Json>) };
+  for (const [name, { cardinality, target }] of resource.expansions) {
+    properties[name] =
+      cardinality === 'one'
+        ? { anyOf: [ref('schemas', target.name), { type: 'null' }], description: `with expand=${name}` }
+        : {
+            type: 'array',
+            maxItems: MAX_CHILDREN,
+            items: ref('schemas', target.name),
+            description: `with expand=${name}: the first ${MAX_CHILDREN} in key order`,
+          };
+  }
+  return { ...schema, properties };
 }
 
 /** `fields`: the field names an element may be shaped to (comma-separated). */
@@ -285,7 +335,12 @@ function operation(route: Route, method: Method, options: OpenApiOptions): Json 
         summary: list
           ? `List ${resource.name}${relation ? ` of one ${relation.parent.name} element` : ''}`
           : `Get one ${resource.name} element`,
-        parameters: [...idParam, ...(list ? listParameters(resource) : [fieldsParameter(resource), ref('parameters', 'If-None-Match')])],
+        parameters: [
+          ...idParam,
+          ...(list
+            ? listParameters(resource)
+            : [fieldsParameter(resource), ...optional(expandParameter(resource)), ref('parameters', 'If-None-Match')]),
+        ],
         responses: {
           200: ok,
           ...(list ? {} : { 304: noBody('Not modified (If-None-Match matched)', { ETag: ref('headers', 'ETag') }) }),
@@ -461,7 +516,7 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
     },
   };
   for (const resource of registry.resources) {
-    schemas[resource.name] = elementSchema(resource);
+    schemas[resource.name] = withExpansions(resource, elementSchema(resource));
     if (resource.readOnlyKind) continue;
     schemas[`${resource.name}.create`] = jsonSchema(resource.createSchema);
     schemas[`${resource.name}.replace`] = replaceSchema(resource);

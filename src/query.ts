@@ -2,15 +2,15 @@
 // converted to each field's type and bounded. Every failure is a 400 ApiError naming the parameter; no I/O.
 import { type CursorCodec, type CursorValue, Digest, toCursorValue } from './cursor.js';
 import { ApiError, badQuery, type FieldError } from './errors.js';
-import { type Field, type Resource, SERVER_MANAGED_FIELDS } from './resources.js';
+import { type Expansion, type Field, type Resource, SERVER_MANAGED_FIELDS } from './resources.js';
 import { echo } from './validation.js';
 
 export const OPERATORS = ['eq', 'ne', 'gt', 'gte', 'lt', 'lte', 'in', 'contains', 'startsWith', 'null'] as const;
 export type Operator = (typeof OPERATORS)[number];
 
-export const RESERVED = ['limit', 'cursor', 'sort', 'count', 'fields'] as const;
+export const RESERVED = ['limit', 'cursor', 'sort', 'count', 'fields', 'expand'] as const;
 /** Parameters that shape each element (API.md §5 "Shaping responses"): an element's GET takes these and no other. */
-export const SHAPING = ['fields'] as const;
+export const SHAPING = ['fields', 'expand'] as const;
 export const LIMIT = { min: 1, max: 1000, default: 100 } as const;
 
 /**
@@ -26,6 +26,9 @@ export const QUERY_LIMITS = {
   inValuesTotal: 2000,
   /** Fields named by `sort` (the primary key, added to break ties, is not counted). */
   sortFields: 8,
+  /** Relation paths named by `expand`, and how deep one may go (`orders.pet.owner` is 3). */
+  expandPaths: 20,
+  expandDepth: 3,
 } as const;
 
 export interface Filter {
@@ -58,9 +61,16 @@ export interface ListQuery {
   shape: Shape;
 }
 
-/** What each element of an answer carries: only `fields` (in schema order) when given, else every field. */
+/** What each element of an answer carries: only `fields` (in schema order) when given, else every field; plus its `expand`ed relations. */
 export interface Shape {
   fields?: Field[];
+  expand?: ExpandNode[];
+}
+
+/** One relation to add to each element, and what to add to the elements it brings. */
+export interface ExpandNode {
+  expansion: Expansion;
+  children: ExpandNode[];
 }
 
 export type RawQuery = Record<string, string | string[] | undefined>;
@@ -220,9 +230,45 @@ function parseFields(resource: Resource, raw: string): Field[] {
   return resource.fields.filter((f) => named.has(f.key));
 }
 
+/** `expand=a,b.c`: relation paths of known relations, at most expandDepth deep; shared prefixes merge. */
+function parseExpand(resource: Resource, raw: string): ExpandNode[] {
+  const paths = raw.split(',');
+  if (paths.length > QUERY_LIMITS.expandPaths)
+    throw bad('expand', `names ${paths.length} relations; at most ${QUERY_LIMITS.expandPaths} are allowed`);
+  const roots: ExpandNode[] = [];
+  for (const path of paths) {
+    const names = path.split('.');
+    if (names.length > QUERY_LIMITS.expandDepth)
+      throw bad('expand', `goes ${names.length} levels deep; at most ${QUERY_LIMITS.expandDepth} are allowed`);
+    let kind = resource;
+    let level = roots;
+    for (const name of names) {
+      const expansion = kind.expansions.get(name);
+      if (!expansion) {
+        const known = [...kind.expansions.keys()];
+        throw bad(
+          'expand',
+          `names no relation ${JSON.stringify(echo(name))} of ${kind.name}${known.length ? `; use ${known.join(', ')}` : ''}`,
+        );
+      }
+      let node = level.find((n) => n.expansion === expansion);
+      if (!node) {
+        node = { expansion, children: [] };
+        level.push(node);
+      }
+      kind = expansion.target;
+      level = node.children;
+    }
+  }
+  return roots;
+}
+
 /** The shaping parameters of a query (the others are left to the caller). */
 function parseShaping(resource: Resource, query: RawQuery): Shape {
-  return query.fields === undefined ? {} : { fields: parseFields(resource, single('fields', query.fields)) };
+  const shape: Shape = {};
+  if (query.fields !== undefined) shape.fields = parseFields(resource, single('fields', query.fields));
+  if (query.expand !== undefined) shape.expand = parseExpand(resource, single('expand', query.expand));
+  return shape;
 }
 
 /**
@@ -232,18 +278,22 @@ function parseShaping(resource: Resource, query: RawQuery): Shape {
 export function parseElementQuery(resource: Resource, query: RawQuery): Shape {
   const unknown = Object.keys(query).filter((name) => !(SHAPING as readonly string[]).includes(name));
   if (unknown.length > 0) {
-    throw badQuery(unknown.map((name) => ({ path: echo(name), message: 'is not a query parameter of an element; use fields' })));
+    throw badQuery(unknown.map((name) => ({ path: echo(name), message: 'is not a query parameter of an element; use fields or expand' })));
   }
   return parseShaping(resource, query);
 }
 
-/** The elements of `rows` with only the shape's fields (the rows themselves when it names none). */
+/**
+ * The elements of `rows` with only the shape's fields, and then its expanded relations (the rows
+ * themselves when it names no fields): `fields` applies to the top level only.
+ */
 export function shaped<T extends Record<string, unknown>>(shape: Shape, rows: T[]): Record<string, unknown>[] {
-  const { fields } = shape;
+  const { fields, expand = [] } = shape;
   if (!fields) return rows;
+  const keys = [...fields.map((f) => f.key), ...expand.map((node) => node.expansion.name)];
   return rows.map((row) => {
     const out: Record<string, unknown> = {};
-    for (const { key } of fields) out[key] = row[key];
+    for (const key of keys) out[key] = row[key];
     return out;
   });
 }

@@ -1,6 +1,6 @@
 // The registry: everything the service knows about its resource kinds, derived once from the
 // drizzle schema. Routes, validation and (later) documentation all read from here, nowhere else.
-import { createTableRelationsHelpers, extractTablesRelationalConfig, getTableColumns, is, Many, normalizeRelation } from 'drizzle-orm';
+import { createTableRelationsHelpers, extractTablesRelationalConfig, getTableColumns, is, Many, normalizeRelation, One } from 'drizzle-orm';
 import { getTableConfig, getViewConfig, SQLiteColumn, SQLiteNumeric, SQLiteTable, SQLiteView } from 'drizzle-orm/sqlite-core';
 import { createInsertSchema } from 'drizzle-zod';
 import { z } from 'zod';
@@ -79,6 +79,19 @@ export interface Resource {
   readOnly: Set<string>;
   /** The field key of an SQL column name (for constraint errors). */
   fieldOfColumn: Map<string, string>;
+  /** The relations `expand=` may name, by name. */
+  expansions: Map<string, Expansion>;
+}
+
+/**
+ * A relation `expand=` may add to an element (API.md §5): to-one, this kind's `field` names one
+ * `target` element; to-many, the `target` elements whose `field` names this one.
+ */
+export interface Expansion {
+  name: string;
+  cardinality: 'one' | 'many';
+  target: Resource;
+  field: string;
 }
 
 /** A parent → children relation: `/<parent>/<id>/<name>` lists children whose `field` is <id>. */
@@ -294,25 +307,62 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
     referencedBy: [],
     readOnly,
     fieldOfColumn: new Map(fields.map((f) => [f.column.name, f.key])),
+    expansions: new Map(),
   };
 }
 
-/** Related-path names given explicitly with drizzle `relations()`: parent's `many()` key per child column. */
-function explicitRelationNames(schema: Record<string, unknown>): Map<SQLiteColumn, string> {
-  const names = new Map<SQLiteColumn, string>();
+/**
+ * Relation names given explicitly with drizzle `relations()`, by the child's foreign-key column: the
+ * parent's `many()` key (a related path, and a to-many expansion) and the child's `one()` key (a to-one expansion).
+ */
+function explicitRelationNames(schema: Record<string, unknown>): { many: Map<SQLiteColumn, string>; one: Map<SQLiteColumn, string> } {
+  const many = new Map<SQLiteColumn, string>();
+  const one = new Map<SQLiteColumn, string>();
   const { tables, tableNamesMap } = extractTablesRelationalConfig(schema, createTableRelationsHelpers);
   for (const config of Object.values(tables)) {
     for (const [name, relation] of Object.entries(config.relations)) {
-      if (!is(relation, Many)) continue;
       try {
-        const { references } = normalizeRelation(tables, tableNamesMap, relation);
-        if (references.length === 1) names.set(references[0] as SQLiteColumn, name);
+        if (is(relation, Many)) {
+          const { references } = normalizeRelation(tables, tableNamesMap, relation);
+          if (references.length === 1) many.set(references[0] as SQLiteColumn, name);
+        } else if (is(relation, One) && relation.config?.fields.length === 1) {
+          one.set(relation.config.fields[0] as SQLiteColumn, name);
+        }
       } catch (error) {
         throw new RegistryError(`relation "${config.dbName}.${name}": ${(error as Error).message}`);
       }
     }
   }
-  return names;
+  return { many, one };
+}
+
+/** The default name of a to-one expansion: the foreign key's field without its `Id` suffix (`ownerId` → `owner`). */
+const toOneName = (field: string) => /^(.+?)_?I[dD]$/.exec(field)?.[1];
+
+/**
+ * Registers the expansions of a relation on both kinds. Names that `expand=` cannot carry (with
+ * `,` or `.`, its separators) are left out; a name that is also a field, or two relations of one
+ * kind with one name, are start-up errors.
+ */
+function addExpansions(relation: Relation, toOne: string | undefined): void {
+  const add = (on: Resource, expansion: Expansion) => {
+    if (/[,.]/.test(expansion.name)) return;
+    if (on.fields.some((f) => f.key === expansion.name)) {
+      throw new RegistryError(
+        `"${on.name}" has a field and a relation both named "${expansion.name}"; name the relation otherwise with drizzle relations()`,
+      );
+    }
+    const taken = on.expansions.get(expansion.name);
+    // Two related paths of one name are the route table's error (toRoutes says which path).
+    if (taken?.cardinality === 'many' && expansion.cardinality === 'many') return;
+    if (taken) {
+      throw new RegistryError(`"${on.name}" has two relations named "${expansion.name}"; name one otherwise with drizzle relations()`);
+    }
+    on.expansions.set(expansion.name, expansion);
+  };
+  const { parent, child, field, name } = relation;
+  add(parent, { name, cardinality: 'many', target: child, field });
+  if (toOne) add(child, { name: toOne, cardinality: 'one', target: parent, field });
 }
 
 function toRelations(resources: Resource[], schema: Record<string, unknown>): Relation[] {
@@ -332,7 +382,7 @@ function toRelations(resources: Resource[], schema: Record<string, unknown>): Re
       child.foreignKeys.push({ field, parent, onDelete });
       parent.referencedBy.push({ child, field, onDelete });
       const siblings = foreignKeys.filter((other) => other.ref.foreignTable === ref.foreignTable);
-      const name = explicit.get(column) ?? (siblings.length === 1 ? child.name : undefined);
+      const name = explicit.many.get(column) ?? (siblings.length === 1 ? child.name : undefined);
       if (!name) {
         throw new RegistryError(
           `table "${child.name}" has ${siblings.length} foreign keys to "${parent.name}"; name each related path ` +
@@ -340,7 +390,9 @@ function toRelations(resources: Resource[], schema: Record<string, unknown>): Re
         );
       }
       checkSegment(name, `related path of "${parent.name}"`);
-      relations.push({ name, parent, child, field });
+      const relation = { name, parent, child, field };
+      relations.push(relation);
+      addExpansions(relation, explicit.one.get(column) ?? toOneName(field));
     }
   }
   return relations;

@@ -156,6 +156,22 @@ shapes('self-references and two foreign keys to one parent have their related pa
   for (const path of paths) assert.is((await service.request('GET', path.replace('{id}', '1'))).status, 200);
 });
 
+shapes('expand works across composite keys, self-references and named relations', async ({ service }) => {
+  const pairs = await service.request('GET', '/PlaylistTrack?limit=3&expand=playlist,track.album');
+  assert.is(pairs.status, 200, pairs.text);
+  for (const pair of pairs.body) {
+    assert.is(pair.playlist.playlistId, pair.playlistId);
+    assert.is(pair.track.trackId, pair.trackId);
+  }
+  const boss = await service.request('GET', '/Employee/1?expand=Employee');
+  assert.is(boss.status, 200, boss.text);
+  assert.ok(boss.body.Employee.length > 0);
+  for (const report of boss.body.Employee) assert.is(report.reportsTo, 1);
+  const tickets = await service.request('GET', '/Ticket?limit=5&expand=openedByEmployee');
+  assert.is(tickets.status, 200, tickets.text);
+  for (const ticket of tickets.body) assert.is(ticket.openedByEmployee.employeeId, ticket.openedBy);
+});
+
 shapes('values round-trip as stored: NUMERIC exact, DATETIME as text, BLOB as base64, untyped as is', async ({ service, run }) => {
   const sqlite = new Database(run.db, { readonly: true });
   const [price, hired, photo] = sqlite

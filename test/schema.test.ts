@@ -12,7 +12,7 @@ import { closeDatabase, openDatabase } from '../src/db/client.js';
 import * as internal from '../src/db/internal-schema.js';
 import { applyMigrations, MIGRATIONS_FOLDER, migrationStatus } from '../src/db/migrate.js';
 import * as userSchema from '../src/db/schema.js';
-import { createRegistry, RegistryError } from '../src/resources.js';
+import { createRegistry, RegistryError, type Resource } from '../src/resources.js';
 import { PET_SHOP_MIGRATIONS, startService, tempDir } from './helpers.js';
 import * as petShop from './pet-shop/schema.js';
 
@@ -189,6 +189,27 @@ registry('a table named like a service path, or two routes on one path, are star
   assert.ok(createRegistry({ a, b, c, aRelations, bRelations, cRelations }));
   const clash = relations(a, ({ many }) => ({ b: many(c, { relationName: 'ac' }) }));
   assert.throws(() => createRegistry({ a, b, c, clash, cRelations }), /two routes would both be \/a\/\{id\}\/b;/);
+});
+
+registry('expand names: a foreign key without Id, relations() names, and a clash with a field is a start-up error', () => {
+  const users = sqliteTable('users', { id: integer('id').primaryKey() });
+  const pets = sqliteTable('pets', { id: integer('id').primaryKey(), ownerId: integer('owner_id').references(() => users.id) });
+  const { resources } = createRegistry({ users, pets });
+  const [u, p] = resources as [Resource, Resource];
+  assert.equal([...u.expansions.keys()], ['pets']);
+  assert.equal([...p.expansions.keys()], ['owner']);
+  const clashing = sqliteTable('pets', {
+    id: integer('id').primaryKey(),
+    owner: text('owner'),
+    ownerId: integer('owner_id').references(() => users.id),
+  });
+  assert.throws(
+    () => createRegistry({ users, pets: clashing }),
+    /"pets" has a field and a relation both named "owner"; name the relation otherwise/,
+  );
+  const renamed = relations(clashing, ({ one }) => ({ keeper: one(users, { fields: [clashing.ownerId], references: [users.id] }) }));
+  const named = createRegistry({ users, pets: clashing, renamed }).resources[1] as Resource;
+  assert.equal([...named.expansions.keys()], ['keeper']);
 });
 
 registry('a table without a primary key, and a view, are read-only collections (API.md §1)', () => {

@@ -1,5 +1,5 @@
-// Shaping responses (API.md §5): `fields` on collections, related lists and elements (GET, HEAD), with
-// ETags of the bytes sent and cursors that do not depend on the fields chosen. Runs on both backends.
+// Shaping responses (API.md §5): `fields` and `expand` on collections, related lists and elements (GET,
+// HEAD), with ETags of the bytes sent and cursors that do not depend on the shape. Runs on both backends.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { created, petSample, userSample } from './fixtures.js';
@@ -113,3 +113,122 @@ fields('the OpenAPI document lists the fields a kind may be shaped to', async ({
 });
 
 fields.run();
+
+const expand = suite<{ service: Service; owner: number; lonely: number; busy: number }>('expand: related elements in the same response');
+
+expand.before(async (ctx) => {
+  ctx.service = await startService();
+  ctx.owner = await created(ctx.service, '/users', userSample());
+  ctx.lonely = await created(ctx.service, '/users', userSample());
+  ctx.busy = await created(ctx.service, '/users', userSample());
+  const owned = await created(ctx.service, '/pets', { ...petSample(), name: 'owned', ownerId: ctx.owner });
+  const stray = await created(ctx.service, '/pets', { ...petSample(), name: 'stray' });
+  await created(ctx.service, '/orders', { userId: ctx.owner, petId: owned });
+  await created(ctx.service, '/orders', { userId: ctx.lonely, petId: stray });
+  for (let i = 0; i < 101; i++) await created(ctx.service, '/pets', { ...petSample(), name: `busy-${i}`, ownerId: ctx.busy });
+});
+
+expand.after(async (ctx) => ctx.service?.close());
+
+expand('a to-one relation adds its element, or null when the reference is empty', async ({ service, owner }) => {
+  const reply = await service.request('GET', '/pets?expand=owner&name[in]=owned,stray&sort=name');
+  assert.is(reply.status, 200, reply.text);
+  const [owned, stray] = reply.body;
+  assert.is(owned.owner.id, owner);
+  assert.equal(Object.keys(owned.owner), ['id', 'name', 'email', 'createdAt', 'updatedAt']);
+  assert.is(stray.owner, null);
+  assert.is(stray.ownerId, null);
+});
+
+expand(
+  'a to-many relation adds an array (empty when there are none), at most 100 in key order',
+  async ({ service, owner, lonely, busy }) => {
+    const reply = await service.request('GET', `/users?expand=pets&id[in]=${owner},${lonely},${busy}`);
+    assert.is(reply.status, 200, reply.text);
+    const byId = new Map(reply.body.map((u: Row) => [u.id, u]));
+    assert.equal(
+      ((byId.get(owner) as Row).pets as Row[]).map((p) => p.name),
+      ['owned'],
+    );
+    assert.equal((byId.get(lonely) as Row).pets, []);
+    const pets = (byId.get(busy) as Row).pets as Row[];
+    assert.is(pets.length, 100);
+    const all = await walk(service, `/users/${busy}/pets?limit=1000`);
+    assert.is(all.length, 101);
+    assert.equal(
+      pets.map((p) => p.id),
+      all.slice(0, 100).map((p) => p.id),
+    );
+  },
+);
+
+expand('relations nest with dots, on lists and elements; fields shape only the top level', async ({ service, owner }) => {
+  const orders = await service.request('GET', `/users/${owner}/orders?expand=pet.owner,user`);
+  assert.is(orders.status, 200, orders.text);
+  assert.is(orders.body[0].pet.owner.id, owner);
+  assert.is(orders.body[0].user.id, owner);
+  const element = await service.request('GET', `/users/${owner}?expand=orders.pet&fields=name`);
+  assert.is(element.status, 200, element.text);
+  assert.equal(Object.keys(element.body), ['name', 'orders']);
+  assert.is(element.body.orders[0].pet.name, 'owned');
+  assert.ok('createdAt' in element.body.orders[0], 'expanded elements are whole');
+  const whole = await service.request('GET', `/users/${owner}`);
+  assert.is.not(element.headers.get('etag'), whole.headers.get('etag'));
+  const head = await service.request('HEAD', `/users/${owner}?expand=orders.pet&fields=name`);
+  assert.is(head.headers.get('content-length'), element.headers.get('content-length'));
+  assert.is(head.headers.get('etag'), element.headers.get('etag'));
+});
+
+expand('an expanded representation is not a PUT body: the relation names are not fields (422)', async ({ service, owner }) => {
+  const { id: _, createdAt: __, updatedAt: ___, ...body } = (await service.request('GET', `/users/${owner}?expand=pets`)).body;
+  const put = await service.request('PUT', `/users/${owner}`, { body });
+  assert.is(put.status, 422, put.text);
+  assert.equal(
+    put.body.errors.map((e: { path: string }) => e.path),
+    ['pets'],
+  );
+});
+
+expand('an unknown relation, a path deeper than 3, or expand given twice is a 400 naming expand', async ({ service, owner }) => {
+  for (const query of [
+    'expand=nope',
+    'expand=pets.nope',
+    'expand=orders.user.pets.owner',
+    'expand=',
+    'expand=pets&expand=orders',
+    'expand=pets,,orders',
+  ]) {
+    assertBadExpand(await service.request('GET', `/users?${query}`));
+    assertBadExpand(await service.request('GET', `/users/${owner}?${query}`));
+  }
+});
+
+function assertBadExpand(reply: Reply): void {
+  assert.is(reply.status, 400, reply.text);
+  assert.equal(
+    reply.body.errors.map((e: { path: string }) => e.path),
+    ['expand'],
+  );
+}
+
+expand('paging is unaffected: the next link keeps expand, and the pages are the same', async ({ service }) => {
+  const plain = (await walk(service, '/pets?limit=7')).map((p) => p.id);
+  const expanded = await walk(service, '/pets?limit=7&expand=owner');
+  assert.equal(
+    expanded.map((p) => p.id),
+    plain,
+  );
+  assert.ok(expanded.every((p) => 'owner' in p));
+});
+
+expand('the OpenAPI document lists the relation paths and the optional expanded properties', async ({ service }) => {
+  const doc = (await service.request('GET', '/openapi.json')).body;
+  const parameter = doc.paths['/orders'].get.parameters.find((p: { name?: string }) => p.name === 'expand');
+  assert.ok(parameter.schema.items.enum.includes('pet.owner.pets'));
+  assert.ok(parameter.schema.items.enum.includes('user'));
+  const orders = doc.components.schemas.orders;
+  assert.ok(orders.properties.pet && !orders.required.includes('pet'));
+  assert.is(doc.components.schemas.users.properties.pets.maxItems, 100);
+});
+
+expand.run();

@@ -12,6 +12,7 @@ import { type QueryParameters, queryErrorOf, withParameter } from '../query-stri
 import type { Id, Method, Registry, Resource, Route } from '../resources.js';
 import { type Check, type KindStore, type MaybePromise, notFound, type Scope, type Store, then } from '../store/store.js';
 import { type Row, toCreateRow, toPatchedRow, toReplacementRow } from '../validation.js';
+import { expand } from './expand.js';
 
 /** A request as the handlers see it: polka's parsed path and query, and the request id. */
 export type Request = IncomingMessage & { path: string; search: string; query: QueryParameters; id?: string };
@@ -150,7 +151,7 @@ export function compile(endpoint: Endpoint): CompiledEndpoint {
 
 /** Answers GET/HEAD on an element: 304 when If-None-Match matches, else the element with its ETag. */
 function sendElement(req: Request, res: Response, row: Row, shape: Shape): void {
-  const response = elementResponse(200, shape.fields ? shaped(shape, [row])[0] : row);
+  const response = elementResponse(200, shaped(shape, [row])[0]);
   if (evaluatePreconditions(req.method as string, req.headers, response.headers.ETag as string) === 'notModified') {
     sendEmpty(res, 304, { ETag: response.headers.ETag as string });
   } else {
@@ -185,16 +186,18 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
    */
   const list = (req: Request, res: Response, resource: Resource, kind: KindStore, scope?: Scope) => {
     const query = parseListQuery(resource, req.query as RawQuery, { scope: scope ? `${scope.field}=${scope.value}` : '', cursors });
-    return then(kind.list(query, scope), (page) => {
-      const headers: Record<string, string> = {};
-      const last = page.rows.at(-1);
-      if (page.more && last) {
-        const cursor = encodeCursor(query, last, cursors, () => page.rowidOf(last));
-        headers.Link = `<${req.path}?${withParameter(req.search, 'cursor', cursor)}>; rel="next"`;
-      }
-      if (page.total !== undefined) headers['X-Total-Count'] = String(page.total);
-      sendJson(res, 200, shaped(query.shape, page.rows), headers);
-    });
+    return then(kind.list(query, scope), (page) =>
+      then(expand(store, resource, page.rows, query.shape.expand), () => {
+        const headers: Record<string, string> = {};
+        const last = page.rows.at(-1);
+        if (page.more && last) {
+          const cursor = encodeCursor(query, last, cursors, () => page.rowidOf(last));
+          headers.Link = `<${req.path}?${withParameter(req.search, 'cursor', cursor)}>; rel="next"`;
+        }
+        if (page.total !== undefined) headers['X-Total-Count'] = String(page.total);
+        sendJson(res, 200, shaped(query.shape, page.rows), headers);
+      }),
+    );
   };
 
   /** POST: validate and create, once per Idempotency-Key when the client sends one (API.md §6). */
@@ -254,7 +257,7 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
             const shape = parseElementQuery(resource, req.query as RawQuery);
             return then(kind.get(id), (row) => {
               if (!row) throw notFound(resource, id);
-              sendElement(req, res, row, shape);
+              return then(expand(store, resource, [row], shape.expand), () => sendElement(req, res, row, shape));
             });
           },
           PUT: (req, res, id) => update(req, res, kind, id, JSON_BODY, (input, current) => toReplacementRow(resource, input, current)),

@@ -20,9 +20,11 @@ import {
   keyCondition,
   keyParams,
   type ListDialect,
+  naturalOrder,
   pageOf,
   planList,
   positionOf,
+  rankWithin,
   rowMaker,
   rowRules,
   type Statement,
@@ -44,6 +46,9 @@ function listDialect(columnOf: (field: Field) => PgColumn): ListDialect {
     column: columnOf,
     text: (field) => (isText(field) ? sql`${columnOf(field)}` : sql`cast(${columnOf(field)} as text)`),
     contains: (text, p) => sql`strpos(${text}, ${p}) > 0`,
+    // An array bound once (its element type is the column's): one statement for any number of values.
+    among: (column, p) => sql`${column} = ANY(${p})`,
+    amongValue: (values) => values,
     ordered,
     // SQLite sorts NULL before every value: first ascending, last descending. A column that cannot be
     // NULL gets no NULLS clause, so that its index (ordered NULLS LAST ascending) can serve the order.
@@ -288,7 +293,44 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
     return key;
   };
 
+  /** `expand`'s statements, built on first use: rows by a list of keys, and children by a list of parents. */
+  let byKeys: Statement | undefined;
+  const byParents = new Map<string, Statement>();
+  const among = (column: PgColumn) => dialect.among(column, sql.placeholder('values'));
+  const rowsAmong = (statement: Statement, values: unknown[]) =>
+    reading(async (client) => (await rowsOf(client, statement, { values: dialect.amongValue(values) })).map(toRow));
+
   return {
+    withKeys: (values) => {
+      byKeys ??= toStatement(
+        db
+          .select(selection)
+          .from(table)
+          .where(among(keyColumns[0] as PgColumn)),
+      );
+      return rowsAmong(byKeys, values);
+    },
+    withParents: (field, values, cap) => {
+      const statement = cached(byParents, `${field}|${cap}`, () => {
+        const column = columnOf(resource.fields.find((f) => f.key === field) as Field);
+        const order = naturalOrder(resource);
+        const ranked = db
+          .select({ ...selection, __n: rankWithin(column, order.map(columnOf)).as('__n') })
+          .from(table)
+          .where(among(column))
+          .as('ranked');
+        // The subquery's columns, by their aliases (drizzle types them loosely).
+        const at = ranked as unknown as Record<string, SQL>;
+        return toStatement(
+          db
+            .select(Object.fromEntries(resource.fields.map((f) => [f.key, at[f.key]])) as Record<string, SQL>)
+            .from(ranked)
+            .where(lte(at.__n as SQL, cap))
+            .orderBy(at[field] as SQL, ...order.map((f) => at[f.key] as SQL)),
+        );
+      });
+      return rowsAmong(statement, values);
+    },
     get: (id) =>
       reading(
         (client) => find(client, byId, id),

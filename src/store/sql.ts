@@ -74,6 +74,10 @@ export interface ListDialect {
   ordered(field: Field): SQL;
   /** ORDER BY terms for one key. */
   orderBy(key: SortKey): SQL;
+  /** `column` is one of the list bound to `p` (one statement, whatever the list's length). */
+  among(column: Column, p: Placeholder): SQL;
+  /** The value to bind to `among`'s placeholder for `values`. */
+  amongValue(values: unknown[]): unknown;
 }
 
 /**
@@ -257,6 +261,19 @@ export function keyParams(resource: Resource, id: Id): Record<string, unknown> {
     params[`__k${i}`] = value;
   });
   return params;
+}
+
+/**
+ * The order of a kind's rows when no sort is asked for: its key, or every field for a kind without
+ * one (as a list orders them).
+ */
+export function naturalOrder(resource: Resource): Field[] {
+  return resource.key.length > 0 ? resource.key : resource.fields;
+}
+
+/** The window that ranks a kind's rows per value of `partition`, in its natural order (`expand`'s to-many cap). */
+export function rankWithin(partition: Column, order: Column[]): SQL {
+  return sql`row_number() OVER (PARTITION BY ${partition} ORDER BY ${sql.join(order, sql`, `)})`;
 }
 
 /** The page of a list's raw result (one row more than the limit was asked for, to tell whether more follow). */

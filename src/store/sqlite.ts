@@ -1,7 +1,7 @@
 // The SQLite store: raw better-sqlite3 statements per resource kind, their SQL built once with drizzle
 // and read back with toSQL(), rows keyed by field (no per-row mapping but for columns that need it).
 import type Database from 'better-sqlite3';
-import { and, asc, count, desc, eq, gt, inArray, lte, type SQL, sql } from 'drizzle-orm';
+import { and, asc, type Column, count, desc, eq, gt, inArray, lte, type SQL, sql } from 'drizzle-orm';
 import { SQLiteSyncDialect, type SQLiteTable } from 'drizzle-orm/sqlite-core';
 import type { Db } from '../db/client.js';
 import { idempotencyKeys } from '../db/internal-schema.js';
@@ -17,9 +17,11 @@ import {
   keyCondition,
   keyParams,
   type ListDialect,
+  naturalOrder,
   pageOf,
   planList,
   positionOf,
+  rankWithin,
   rowMaker,
   rowRules,
   selectionOf,
@@ -85,6 +87,9 @@ const SQLITE_LIST: ListDialect = {
   contains: (text, p) => sql`instr(${text}, ${p}) > 0`,
   ordered: (field) => sql`${field.column}`,
   orderBy: ({ field, descending }) => (descending ? desc(field.column) : asc(field.column)),
+  // A JSON array bound once: the same prepared statement for any number of values.
+  among: (column, p) => sql`${column} IN (SELECT value FROM json_each(${p}))`,
+  amongValue: (values) => JSON.stringify(values),
 };
 
 function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, keys: KeyStatements, resource: Resource): KindStore {
@@ -249,7 +254,50 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
 
   const rowidOf = (row: Row) => atKey<number>(rowidStatements().rowidByKey, 'get', resource.idOf(row));
 
+  /** `expand`'s statements, prepared on first use: rows by a list of keys, and children by a list of parents. */
+  let byKeys: Prepared | undefined;
+  const byParents = new Map<string, Prepared>();
+  const among = (column: Column) => SQLITE_LIST.among(column, sql.placeholder('values'));
+  const rowsOf = (prepared: Prepared, values: unknown[]) =>
+    (prepared.statement.all(prepared.args({ values: SQLITE_LIST.amongValue(values) })) as unknown[][]).map(toRow);
+
   return {
+    withKeys(values) {
+      byKeys ??= selecting(
+        db
+          .select(selection)
+          .from(table)
+          .where(among(keyColumns[0] as Column)),
+      );
+      return rowsOf(byKeys, values);
+    },
+    withParents(field, values, cap) {
+      const prepared = cached(byParents, `${field}|${cap}`, () => {
+        const column = (resource.fields.find((f) => f.key === field) as Field).column;
+        const order = naturalOrder(resource);
+        const ranked = db
+          .select({
+            ...selection,
+            __n: rankWithin(
+              column,
+              order.map((f) => f.column),
+            ).as('__n'),
+          })
+          .from(table)
+          .where(among(column))
+          .as('ranked');
+        // The subquery's columns, by their aliases (drizzle types them loosely).
+        const at = ranked as unknown as Record<string, SQL>;
+        return selecting(
+          db
+            .select(Object.fromEntries(resource.fields.map((f) => [f.key, at[f.key]])) as Record<string, SQL>)
+            .from(ranked)
+            .where(lte(at.__n as SQL, cap))
+            .orderBy(at[field] as SQL, ...order.map((f) => at[f.key] as SQL)),
+        );
+      });
+      return rowsOf(prepared, values);
+    },
     get: find,
     exists: (id) => atKey(byId as Database.Statement, 'get', id) !== undefined,
     list(query, scope): Page {

@@ -52,6 +52,10 @@ export interface KindStore {
   get(id: Id): MaybePromise<Row | undefined>;
   exists(id: Id): MaybePromise<boolean>;
   list(query: ListQuery, scope?: Scope): MaybePromise<Page>;
+  /** The rows whose (sole) key is one of `values`, in no particular order: the to-one side of `expand`. */
+  withKeys(values: unknown[]): MaybePromise<Row[]>;
+  /** The rows whose `field` is one of `values`, at most `cap` per value, each value's in key order: the to-many side of `expand`. */
+  withParents(field: string, values: unknown[], cap: number): MaybePromise<Row[]>;
   /** Inserts `row`; with `once`, the response is stored under the key in the same transaction, or the stored one replayed. */
   create(row: Row, respond: (created: Row) => JsonResponse, once?: Once): Promise<Created>;
   /** Replaces the row with what `change` makes of it; 404 when it is gone. */

@@ -1,0 +1,84 @@
+// Adds the relations `expand=` names to a page of elements (API.md §5): one query per relation and level
+// for the whole page (its keys as one bound list), never one per element; synchronous on a synchronous store.
+import { ApiError } from '../errors.js';
+import type { ExpandNode } from '../query.js';
+import type { Field, Resource } from '../resources.js';
+import { type MaybePromise, type Store, then } from '../store/store.js';
+import type { Row } from '../validation.js';
+
+/** The children a to-many relation adds to one element at most (its related path pages through the rest). */
+export const MAX_CHILDREN = 100;
+/** The elements all expansions of one response may add together: past it the request is a 400, not a huge answer. */
+export const MAX_EXPANDED = 20_000;
+
+/** Each distinct non-null value of `field` among `rows`. */
+function valuesOf(rows: Row[], field: string): unknown[] {
+  const values = new Set<unknown>();
+  for (const row of rows) {
+    const value = row[field];
+    if (value !== null && value !== undefined) values.add(value);
+  }
+  return [...values];
+}
+
+/** Counts what the expansions of one response have added so far, and refuses past MAX_EXPANDED. */
+class Budget {
+  private added = 0;
+  take(count: number): void {
+    this.added += count;
+    if (this.added > MAX_EXPANDED) {
+      throw new ApiError(
+        'badRequest',
+        `Query parameter "expand" would add more than ${MAX_EXPANDED} elements to this response; ask for fewer (a smaller limit or fewer relations).`,
+        { errors: [{ path: 'expand', message: `adds more than ${MAX_EXPANDED} elements` }] },
+      );
+    }
+  }
+}
+
+/** Adds one relation to `rows` (elements of `resource`), then its own nested ones to what it added. */
+function expandOne(store: Store, resource: Resource, rows: Row[], node: ExpandNode, budget: Budget): MaybePromise<void> {
+  const { name, cardinality, target, field } = node.expansion;
+  const kind = store.of(target);
+  if (cardinality === 'one') {
+    const key = (target.key[0] as Field).key;
+    const values = valuesOf(rows, field);
+    return then(values.length === 0 ? [] : kind.withKeys(values), (found) => {
+      budget.take(found.length);
+      const byKey = new Map(found.map((parent) => [parent[key], parent]));
+      for (const row of rows) row[name] = byKey.get(row[field]) ?? null;
+      return expandAll(store, target, found, node.children, budget);
+    }) as MaybePromise<void>; // a promise of a promise settles as one
+  }
+  const key = (resource.key[0] as Field).key;
+  return then(rows.length === 0 ? [] : kind.withParents(field, valuesOf(rows, key), MAX_CHILDREN), (found) => {
+    budget.take(found.length);
+    const groups = new Map<unknown, Row[]>();
+    for (const child of found) {
+      const group = groups.get(child[field]);
+      if (group) group.push(child);
+      else groups.set(child[field], [child]);
+    }
+    for (const row of rows) row[name] = groups.get(row[key]) ?? [];
+    return expandAll(store, target, found, node.children, budget);
+  }) as MaybePromise<void>;
+}
+
+/** Adds every relation of `nodes` to `rows`, one after the other. */
+function expandAll(store: Store, resource: Resource, rows: Row[], nodes: ExpandNode[], budget: Budget): MaybePromise<void> {
+  for (let i = 0; i < nodes.length; i++) {
+    const done = expandOne(store, resource, rows, nodes[i] as ExpandNode, budget);
+    if (done instanceof Promise) return done.then(() => expandAll(store, resource, rows, nodes.slice(i + 1), budget));
+  }
+  return undefined;
+}
+
+/**
+ * Adds the relations of `nodes` to `rows` (elements of `resource`, changed in place): a to-one
+ * relation as its element or null, a to-many one as an array of at most MAX_CHILDREN children in
+ * key order.
+ * @throws {ApiError} 400 when the response would hold more than MAX_EXPANDED added elements
+ */
+export function expand(store: Store, resource: Resource, rows: Row[], nodes: ExpandNode[] | undefined): MaybePromise<void> {
+  return nodes?.length ? expandAll(store, resource, rows, nodes, new Budget()) : undefined;
+}
