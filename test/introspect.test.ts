@@ -15,6 +15,19 @@ import { migrationStatus } from '../src/db/migrate.js';
 import { ROOT } from './helpers.js';
 import { checksums, FIXTURE, introspect, introspectFixture, type Run } from './music-store.js';
 
+/** Type-checks the generated module alone, as strictly as a project may (strict, unchecked index access). */
+function strictTsc(run: Run) {
+  return spawnSync(
+    process.execPath,
+    [
+      join(ROOT, 'node_modules/typescript/bin/tsc'),
+      ...['--noEmit', '--strict', '--noUncheckedIndexedAccess', '--skipLibCheck', '--target', 'ES2022'],
+      ...['--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--types', 'node', run.schemaPath],
+    ],
+    { cwd: run.dir, encoding: 'utf8' },
+  );
+}
+
 const Introspect = suite<{ run: Run }>('npm run introspect');
 
 Introspect.before(async (context) => {
@@ -153,15 +166,7 @@ Introspect('writes a module Biome leaves as it is and strict tsc accepts', ({ ru
   );
   assert.is(biome.status, 0, biome.stderr);
   assert.is(biome.stdout, source, 'already formatted, imports sorted, nothing to fix');
-  const tsc = spawnSync(
-    process.execPath,
-    [
-      join(ROOT, 'node_modules/typescript/bin/tsc'),
-      ...['--noEmit', '--strict', '--noUncheckedIndexedAccess', '--skipLibCheck', '--target', 'ES2022'],
-      ...['--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--types', 'node', run.schemaPath],
-    ],
-    { cwd: run.dir, encoding: 'utf8' },
-  );
+  const tsc = strictTsc(run);
   assert.is(tsc.status, 0, tsc.stdout + tsc.stderr);
 });
 
@@ -273,15 +278,7 @@ Edges('writes a module that loads and type-checks for reserved, clashing and non
     assert.match(source, /index "by_lower_code" is on an expression/);
     assert.match(source, /foreign key \(Lost\) → Nowhere names no table/);
     assert.ok(is(sourceNamed(run.schema, 'odd `view`'), SQLiteView));
-    const tsc = spawnSync(
-      process.execPath,
-      [
-        join(ROOT, 'node_modules/typescript/bin/tsc'),
-        ...['--noEmit', '--strict', '--noUncheckedIndexedAccess', '--skipLibCheck', '--target', 'ES2022'],
-        ...['--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--types', 'node', run.schemaPath],
-      ],
-      { cwd: run.dir, encoding: 'utf8' },
-    );
+    const tsc = strictTsc(run);
     assert.is(tsc.status, 0, tsc.stdout + tsc.stderr);
     assert.equal(checksums(run.db, Object.keys(run.before)), run.before);
   } finally {

@@ -17,6 +17,7 @@ import {
 } from 'drizzle-kit/api';
 import * as internal from '../db/internal-schema.js';
 import { toPgTables } from '../db/pg-schema.js';
+import { runAsCommand, UsageError } from './usage.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -27,7 +28,6 @@ export const DEFAULTS = { schema: join(ROOT, 'src/db/schema.ts'), out: join(ROOT
 const BREAKPOINT = '--> statement-breakpoint\n';
 
 /** A failure its message explains in full (printed without a stack trace). */
-class UsageError extends Error {}
 
 interface JournalEntry {
   idx: number;
@@ -217,12 +217,4 @@ async function main(): Promise<number> {
   return 0;
 }
 
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  try {
-    process.exitCode = await main();
-  } catch (error) {
-    const badArgument = (error as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS');
-    console.error(badArgument || error instanceof UsageError ? `generate: ${(error as Error).message}` : error);
-    process.exitCode = 1;
-  }
-}
+await runAsCommand(import.meta.url, 'generate', main);

@@ -11,6 +11,7 @@ import Database from 'better-sqlite3';
 import { type DrizzleSQLiteSnapshotJSON, generateSQLiteDrizzleJson, generateSQLiteMigration } from 'drizzle-kit/api';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import * as internal from '../db/internal-schema.js';
+import { runAsCommand, UsageError } from './usage.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -21,9 +22,6 @@ export const DEFAULTS = { schema: join(ROOT, 'src/db/schema.ts'), out: join(ROOT
 const BREAKPOINT = '--> statement-breakpoint\n';
 /** drizzle's bookkeeping table, created and filled exactly as src/db/migrate.ts does. */
 const MIGRATIONS_TABLE = '__drizzle_migrations';
-
-/** A failure its message explains in full (printed as one line, exit code 1). */
-export class UsageError extends Error {}
 
 // ---------------------------------------------------------------------------------------------
 // Reading the database (PRAGMAs and sqlite_master only; the connection is read-only).
@@ -744,12 +742,4 @@ async function main(): Promise<number> {
   return 0;
 }
 
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  try {
-    process.exitCode = await main();
-  } catch (error) {
-    const badArgument = (error as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS');
-    console.error(badArgument || error instanceof UsageError ? `introspect: ${(error as Error).message}` : error);
-    process.exitCode = 1;
-  }
-}
+await runAsCommand(import.meta.url, 'introspect', main);
