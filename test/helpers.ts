@@ -132,6 +132,8 @@ export interface ServiceOptions {
   /** The PostgreSQL migrations to apply on PostgreSQL; the pet shop's (test/pet-shop/migrations/pg) by default. */
   pgMigrationsFolder?: string;
   env?: Record<string, string>;
+  /** PostgreSQL only: serve this existing database (migrated with pgMigrationsFolder) instead of a new one; it is kept. */
+  postgresUrl?: string;
   /** Runs after the migrations, before the app is created (e.g. a test-only table). SQLite only. */
   prepare?: (database: DatabaseHandle) => void;
 }
@@ -187,7 +189,7 @@ async function startPostgresService(options: ServiceOptions): Promise<Service> {
     throw new Error('startService: `migrationsFolder` is SQLite migrations; on PostgreSQL pass `pgMigrationsFolder` too');
   }
   const { schema = petShop, pgMigrationsFolder = PET_SHOP_PG_MIGRATIONS } = options;
-  const created = await createPgDatabase();
+  const created = options.postgresUrl ? { url: options.postgresUrl, drop: async () => {} } : await createPgDatabase();
   const config = parseConfig({ DATABASE_URL: created.url, PORT: '0', LOG_LEVEL: 'info', ...options.env });
   const logs: Record<string, any>[] = [];
   const logger: Logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line)) });

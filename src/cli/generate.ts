@@ -106,10 +106,10 @@ function renameQuestion(prev: { tables: object }, cur: { tables: object }): stri
  * The PostgreSQL snapshot of `schema` (chained to `folder`'s newest) and the statements that take
  * `folder` there. A check answers drizzle-kit's rename question itself instead of prompting.
  */
-async function pgDiff(schema: Record<string, unknown>, folder: string, check = false) {
+async function pgDiff(schema: Record<string, unknown>, folder: string, check = false, withInternal = true) {
   const committed = latestSnapshot<DrizzleSnapshotJSON>(folder);
   const prev = committed ?? generateDrizzleJson({});
-  const cur = generateDrizzleJson(toPgTables({ ...schema, ...internal }), committed?.id);
+  const cur = generateDrizzleJson(toPgTables(withInternal ? { ...schema, ...internal } : schema), committed?.id);
   const question = renameQuestion(prev, cur);
   if (question && check) return { cur, statements: [`-- ${question}`] };
   if (question && !(process.stdin.isTTY && process.stdout.isTTY))
@@ -140,10 +140,11 @@ export async function checkDrift({ schema, pgFolder, sqliteFolder }: SchemaMigra
 /**
  * Writes the PostgreSQL migration that takes `folder`'s newest snapshot to `schema`, as drizzle-kit
  * does: `NNNN_<name>.sql`, `meta/NNNN_snapshot.json` (chained by id/prevId), `meta/_journal.json`.
+ * Without `withInternal`, restable's own tables are left out (a baseline of a database that lacks them).
  * @returns the new migration's tag and statements, or no tag when the schema has not changed
  */
-export async function generatePgMigration(schema: Record<string, unknown>, folder: string, name: string) {
-  const { cur, statements } = await pgDiff(schema, folder);
+export async function generatePgMigration(schema: Record<string, unknown>, folder: string, name: string, withInternal = true) {
+  const { cur, statements } = await pgDiff(schema, folder, false, withInternal);
   if (statements.length === 0) return { tag: undefined, statements };
   const journal = readJournal(folder, 'postgresql');
   const last = journal.entries.at(-1);

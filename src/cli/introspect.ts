@@ -10,7 +10,11 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { type DrizzleSQLiteSnapshotJSON, generateSQLiteDrizzleJson, generateSQLiteMigration } from 'drizzle-kit/api';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
+import pg from 'pg';
 import * as internal from '../db/internal-schema.js';
+import { redactUrl } from '../db/postgres.js';
+import { generatePgMigration } from './generate.js';
+import { pgRecordedMigrations, readPgDatabase, recordPgBaseline } from './introspect-pg.js';
 import { runAsCommand, UsageError } from './usage.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -35,6 +39,8 @@ export interface ColumnModel {
   default: string | null;
   /** A generated column's expression and kind. */
   generated?: { expression: string; mode: 'stored' | 'virtual' };
+  /** A true boolean (PostgreSQL's): declared in boolean mode, true/false in JSON, `boolean` again on PostgreSQL. */
+  boolean?: boolean;
 }
 
 export interface IndexModel {
@@ -441,10 +447,12 @@ export function toSchemaSource(model: DatabaseModel, origin: { file: string; dat
   const column = (table: TableModel, c: ColumnModel): string => {
     const builder = builderOf(c.declared);
     const length = builder === 'text' ? /\(\s*(\d+)\s*\)/.exec(c.declared)?.[1] : undefined;
-    let out = `${fieldOf(table.name, c.name)}: ${use(builder)}(${str(c.name)}${length ? `, { length: ${length} }` : ''})`;
+    const options = length ? `, { length: ${length} }` : c.boolean ? ", { mode: 'boolean' }" : '';
+    let out = `${fieldOf(table.name, c.name)}: ${use(builder)}(${str(c.name)}${options})`;
     if (table.key.length === 1 && table.key[0] === c.name) out += `.primaryKey(${table.autoIncrement ? '{ autoIncrement: true }' : ''})`;
     if (c.notNull && !(table.key.length === 1 && table.key[0] === c.name)) out += '.notNull()';
-    const value = c.generated ? undefined : defaultOf(c.default, builder);
+    const given = c.generated ? undefined : defaultOf(c.default, builder);
+    const value = c.boolean && given !== undefined ? String(given === '1') : given;
     if (value !== undefined) out += `.default(${value})`;
     if (value?.startsWith('sql`')) use('sql');
     if (c.generated) out += `.generatedAlwaysAs(${sqlText(c.generated.expression)}, { mode: '${c.generated.mode}' })`;
@@ -625,7 +633,9 @@ function recordedMigrations(sqlite: Database.Database): number {
 // ---------------------------------------------------------------------------------------------
 
 export interface IntrospectOptions {
-  file: string;
+  /** The SQLite file to introspect; or `url`, a PostgreSQL database. */
+  file?: string;
+  url?: string;
   schema?: string;
   out?: string;
   force?: boolean;
@@ -648,10 +658,12 @@ export async function introspect(options: IntrospectOptions): Promise<void> {
   const log = options.log ?? console.log;
   // npm runs scripts in the project folder; paths given on its command line are the user's, from where npm was started.
   const base = process.env.INIT_CWD ?? process.cwd();
-  const file = resolve(base, options.file);
+  const { url } = options;
+  const file = url ? undefined : resolve(base, options.file ?? '');
+  const source = url ? redactUrl(url) : (options.file as string);
   const schemaPath = resolve(base, options.schema ?? DEFAULTS.schema);
   const out = resolve(base, options.out ?? DEFAULTS.out);
-  if (!existsSync(file)) throw new UsageError(`${options.file}: no such file`);
+  if (file && !existsSync(file)) throw new UsageError(`${options.file}: no such file`);
   if (existsSync(schemaPath) && !options.force) {
     throw new UsageError(
       `${shown(schemaPath)} exists; run again with --force to overwrite it and replace the SQLite migrations in ${shown(out)}/`,
@@ -660,85 +672,128 @@ export async function introspect(options: IntrospectOptions): Promise<void> {
 
   let model: DatabaseModel;
   let recorded: number;
-  const reader = new Database(file, { readonly: true, fileMustExist: true });
+  const postgres = url ? await connectPostgres(url) : undefined;
   try {
-    model = readDatabase(reader);
-    recorded = recordedMigrations(reader);
+    if (postgres) {
+      model = await readPgDatabase(postgres);
+      recorded = await pgRecordedMigrations(postgres);
+    } else {
+      const reader = new Database(file as string, { readonly: true, fileMustExist: true });
+      try {
+        model = readDatabase(reader);
+        recorded = recordedMigrations(reader);
+      } catch (error) {
+        throw new UsageError(`${options.file} cannot be read as a SQLite database: ${(error as Error).message}`);
+      } finally {
+        reader.close();
+      }
+    }
   } catch (error) {
-    throw new UsageError(`${options.file} cannot be read as a SQLite database: ${(error as Error).message}`);
-  } finally {
-    reader.close();
+    await postgres?.end();
+    throw error;
   }
-  if (recorded > 0) {
-    throw new UsageError(
-      `${options.file} already records ${recorded} migration(s) in ${MIGRATIONS_TABLE}: it is managed by migrations already (serve it with its own)`,
+  try {
+    await generate();
+  } finally {
+    await postgres?.end();
+  }
+
+  async function generate() {
+    if (recorded > 0) {
+      throw new UsageError(
+        `${source} already records ${recorded} migration(s) in ${MIGRATIONS_TABLE}: it is managed by migrations already (serve it with its own)`,
+      );
+    }
+    if (model.tables.length === 0) throw new UsageError(`${source} has no table or view to serve`);
+
+    const columnsModule = relative(dirname(schemaPath), join(ROOT, 'src/db/columns.js')).replace(/\\/g, '/');
+    const generated = toSchemaSource(model, {
+      file: file ? shown(file) : source,
+      date: new Date().toISOString().slice(0, 10),
+      columnsModule: columnsModule.startsWith('.') ? columnsModule : `./${columnsModule}`,
+    });
+    mkdirSync(dirname(schemaPath), { recursive: true });
+    writeFileSync(schemaPath, formatted(generated.source));
+    const schema = { ...(await import(`${pathToFileURL(schemaPath).href}?t=${Date.now()}`)) } as Record<string, unknown>;
+
+    // The baseline is the database as it is; restable's own tables come after it and run at first start.
+    const baseline = await generateSQLiteDrizzleJson(schema);
+    const empty = await generateSQLiteDrizzleJson({});
+    const full = await generateSQLiteDrizzleJson({ ...schema, ...internal }, baseline.id);
+    writeMigrations(out, [
+      { tag: '0000_baseline', snapshot: baseline, statements: await generateSQLiteMigration(empty, baseline) },
+      { tag: '0001_restable_tables', snapshot: full, statements: await generateSQLiteMigration(baseline, full) },
+    ]);
+    const pgFolder = join(out, 'pg');
+    let pg: string;
+    if (postgres) {
+      // On PostgreSQL the baseline is PostgreSQL's: recorded there, never run; restable's tables follow it.
+      rmSync(pgFolder, { recursive: true, force: true });
+      await generatePgMigration(schema, pgFolder, 'baseline', false);
+      await generatePgMigration(schema, pgFolder, 'restable_tables');
+      await recordPgBaseline(postgres, pgFolder);
+      pg = `${shown(pgFolder)}: 0000_baseline (recorded as applied in ${source}, not run), 0001_restable_tables (applied at first start)`;
+    } else {
+      const writer = new Database(file as string, { fileMustExist: true });
+      try {
+        recordBaseline(writer, out);
+      } finally {
+        writer.close();
+      }
+      // PostgreSQL's migrations come from the same schema (src/cli/generate.ts), or are said to be impossible.
+      try {
+        rmSync(pgFolder, { recursive: true, force: true });
+        const { tag } = await generatePgMigration(schema, pgFolder, 'baseline');
+        pg = `${shown(join(pgFolder, `${tag}.sql`))} (creates the schema on an empty PostgreSQL database)`;
+      } catch (error) {
+        rmSync(pgFolder, { recursive: true, force: true });
+        pg = `none: this schema cannot be converted to PostgreSQL (${(error as Error).message.split('\n')[0]}); SQLite serves it`;
+      }
+    }
+
+    const tables = model.tables.filter((t) => t.kind === 'table');
+    const views = model.tables.filter((t) => t.kind === 'view');
+    const list = (items: string[]) => (items.length ? items.join(', ') : 'none');
+    log(`introspected ${source}: wrote ${shown(schemaPath)}`);
+    log(`  tables (${tables.length}): ${list(tables.map((t) => t.name))}`);
+    log(`  views (${views.length}, read-only): ${list(views.map((t) => t.name))}`);
+    log(`  without a primary key (read-only): ${list(tables.filter((t) => t.key.length === 0).map((t) => t.name))}`);
+    log(`  composite keys: ${list(tables.filter((t) => t.key.length > 1).map((t) => `${t.name}(${t.key.join(', ')})`))}`);
+    log(`  related paths named: ${list(generated.relations.map((r) => `/${r.parent.name}/{id}/${r.name} (${r.child.name}.${r.column})`))}`);
+    for (const skipped of model.skipped) log(`  left out: ${skipped}`);
+    for (const table of model.tables) for (const note of table.notes) log(`  note: ${table.name}: ${note}`);
+    log(
+      `  SQLite migrations in ${shown(out)}: 0000_baseline (${file ? `recorded as applied in ${source}, not run` : 'for a new SQLite file'}),`,
     );
+    log('    0001_restable_tables (restable_idempotency_keys, restable_secrets: applied at first start)');
+    log(`  PostgreSQL migrations: ${pg}`);
+    log(`next: ${file ? `DATABASE_PATH=${shown(file)}` : "DATABASE_URL='<the same url>'"} npm start`);
   }
-  if (model.tables.length === 0) throw new UsageError(`${options.file} has no table or view to serve`);
+}
 
-  const columnsModule = relative(dirname(schemaPath), join(ROOT, 'src/db/columns.js')).replace(/\\/g, '/');
-  const generated = toSchemaSource(model, {
-    file: shown(file),
-    date: new Date().toISOString().slice(0, 10),
-    columnsModule: columnsModule.startsWith('.') ? columnsModule : `./${columnsModule}`,
-  });
-  mkdirSync(dirname(schemaPath), { recursive: true });
-  writeFileSync(schemaPath, formatted(generated.source));
-  const schema = { ...(await import(`${pathToFileURL(schemaPath).href}?t=${Date.now()}`)) } as Record<string, unknown>;
-
-  // The baseline is the database as it is; restable's own tables come after it and run at first start.
-  const baseline = await generateSQLiteDrizzleJson(schema);
-  const empty = await generateSQLiteDrizzleJson({});
-  const full = await generateSQLiteDrizzleJson({ ...schema, ...internal }, baseline.id);
-  writeMigrations(out, [
-    { tag: '0000_baseline', snapshot: baseline, statements: await generateSQLiteMigration(empty, baseline) },
-    { tag: '0001_restable_tables', snapshot: full, statements: await generateSQLiteMigration(baseline, full) },
-  ]);
-  const writer = new Database(file, { fileMustExist: true });
+/** One connection to the database to introspect. */
+async function connectPostgres(url: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: url, application_name: 'restable-introspect' });
   try {
-    recordBaseline(writer, out);
-  } finally {
-    writer.close();
-  }
-
-  // PostgreSQL's migrations come from the same schema (src/cli/generate.ts), or are said to be impossible.
-  const pgFolder = join(out, 'pg');
-  let pg: string;
-  try {
-    const { generatePgMigration } = await import('./generate.js');
-    rmSync(pgFolder, { recursive: true, force: true });
-    const { tag } = await generatePgMigration(schema, pgFolder, 'baseline');
-    pg = `${shown(join(pgFolder, `${tag}.sql`))} (creates the schema on an empty PostgreSQL database)`;
+    await client.connect();
   } catch (error) {
-    rmSync(pgFolder, { recursive: true, force: true });
-    pg = `none: this schema cannot be converted to PostgreSQL (${(error as Error).message.split('\n')[0]}); SQLite serves it`;
+    throw new UsageError(`cannot connect to ${redactUrl(url)}: ${(error as Error).message}`);
   }
-
-  const tables = model.tables.filter((t) => t.kind === 'table');
-  const views = model.tables.filter((t) => t.kind === 'view');
-  const list = (items: string[]) => (items.length ? items.join(', ') : 'none');
-  log(`introspected ${options.file}: wrote ${shown(schemaPath)}`);
-  log(`  tables (${tables.length}): ${list(tables.map((t) => t.name))}`);
-  log(`  views (${views.length}, read-only): ${list(views.map((t) => t.name))}`);
-  log(`  without a primary key (read-only): ${list(tables.filter((t) => t.key.length === 0).map((t) => t.name))}`);
-  log(`  composite keys: ${list(tables.filter((t) => t.key.length > 1).map((t) => `${t.name}(${t.key.join(', ')})`))}`);
-  log(`  related paths named: ${list(generated.relations.map((r) => `/${r.parent.name}/{id}/${r.name} (${r.child.name}.${r.column})`))}`);
-  for (const skipped of model.skipped) log(`  left out: ${skipped}`);
-  for (const table of model.tables) for (const note of table.notes) log(`  note: ${table.name}: ${note}`);
-  log(`  SQLite migrations in ${shown(out)}: 0000_baseline (recorded as applied in ${options.file}, not run),`);
-  log('    0001_restable_tables (restable_idempotency_keys, restable_secrets: applied at first start)');
-  log(`  PostgreSQL migrations: ${pg}`);
-  log(`next: DATABASE_PATH=${shown(file)} npm start`);
+  return client;
 }
 
 async function main(): Promise<number> {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
-    options: { force: { type: 'boolean', default: false }, schema: { type: 'string' }, out: { type: 'string' } },
+    options: { force: { type: 'boolean', default: false }, schema: { type: 'string' }, out: { type: 'string' }, url: { type: 'string' } },
   });
-  if (positionals.length !== 1)
-    throw new UsageError('usage: npm run introspect -- <sqlite file> [--force] [--schema <path>] [--out <folder>]');
-  await introspect({ file: positionals[0] as string, force: values.force, schema: values.schema, out: values.out });
+  if (positionals.length !== (values.url ? 0 : 1)) {
+    throw new UsageError(
+      'usage: npm run introspect -- (<sqlite file> | --url <postgres url>) [--force] [--schema <path>] [--out <folder>]',
+    );
+  }
+  if (values.url && !/^postgres(ql)?:\/\/./.test(values.url)) throw new UsageError('--url must be a postgres:// URL');
+  await introspect({ file: positionals[0], url: values.url, force: values.force, schema: values.schema, out: values.out });
   return 0;
 }
 

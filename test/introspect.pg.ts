@@ -1,0 +1,125 @@
+// `npm run introspect -- --url` on an existing PostgreSQL database (test/fixtures/music-store.pg.sql): the
+// schema it writes, its baseline recorded as applied, and the database served as it is, untouched until a write.
+import { readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import pg from 'pg';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { introspect } from '../src/cli/introspect.js';
+import { checkContract } from '../src/contract/checker.js';
+import { createPgDatabase, ROOT, type Service, startService, tempDir } from './helpers.js';
+
+const FIXTURE = join(ROOT, 'test', 'fixtures', 'music-store.pg.sql');
+
+/** Every row of every table of the public schema, as JSON, in a fixed order: equal digests mean nothing changed. */
+async function rowsOf(url: string): Promise<string> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const tables = (
+      await client.query<{ name: string }>(
+        "SELECT tablename AS name FROM pg_tables WHERE schemaname = 'public' AND tablename NOT LIKE 'restable_%' ORDER BY tablename",
+      )
+    ).rows;
+    const parts: string[] = [];
+    for (const { name } of tables) {
+      const rows = (await client.query(`SELECT row_to_json(t)::text AS j FROM "${name}" t ORDER BY 1`)).rows.map((r) => r.j as string);
+      parts.push(`${name}:${rows.join('\n')}`);
+    }
+    return parts.join('\n\n');
+  } finally {
+    await client.end();
+  }
+}
+
+async function run(url: string, sql: string): Promise<Record<string, unknown>[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query(sql)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+const fromPostgres = suite<{ service: Service; url: string; before: string; out: string; drop: () => Promise<void>; remove: () => void }>(
+  'npm run introspect -- --url: an existing PostgreSQL database',
+);
+
+fromPostgres.before(async (ctx) => {
+  const database = await createPgDatabase();
+  ctx.url = database.url;
+  ctx.drop = database.drop;
+  await run(ctx.url, readFileSync(FIXTURE, 'utf8'));
+  ctx.before = await rowsOf(ctx.url);
+  const { dir, remove } = tempDir();
+  ctx.remove = remove;
+  // The generated module imports drizzle: node_modules must be reachable from its folder.
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
+  ctx.out = join(dir, 'migrations');
+  await introspect({ url: ctx.url, schema: join(dir, 'schema.ts'), out: ctx.out, log: () => {} });
+  const schema = { ...(await import(pathToFileURL(join(dir, 'schema.ts')).href)) } as Record<string, unknown>;
+  ctx.service = await startService({ schema, migrationsFolder: ctx.out, pgMigrationsFolder: join(ctx.out, 'pg'), postgresUrl: ctx.url });
+});
+
+fromPostgres.after(async (ctx) => {
+  await ctx.service?.close();
+  await ctx.drop?.();
+  ctx.remove?.();
+});
+
+fromPostgres(
+  'the baseline is recorded, not run; restable adds its own tables; no row changed by reading',
+  async ({ service, url, before }) => {
+    const recorded = await run(url, 'SELECT count(*)::int AS n FROM drizzle.__drizzle_migrations');
+    assert.is(recorded[0]?.n, 2); // the baseline (recorded by introspect) and restable's tables (applied at start)
+    const index = await service.request('GET', '/');
+    const hrefs = (index.body.resources as { href: string }[]).map((r) => r.href);
+    assert.equal(hrefs.sort(), ['/Album', '/AlbumCount', '/Artist', '/Employee', '/Play%20Log', '/Tag', '/Ticket']);
+    for (const href of hrefs) {
+      const list = await service.request('GET', `${href}?limit=5`);
+      assert.is(list.status, 200, `${href}: ${list.text}`);
+      assert.ok(list.body.length > 0, `${href} is empty`);
+    }
+    assert.is((await service.request('GET', '/Tag/genre,rock%2C%20hard')).body.note, 'a comma');
+    assert.is((await service.request('GET', '/Employee/2/Employee')).body[0].lastName, 'Peacock');
+    assert.is((await service.request('GET', '/Employee/1/TicketByOpenedBy')).status, 200);
+    assert.equal(await rowsOf(url), before);
+  },
+);
+
+fromPostgres('values keep their types: numeric as exact text, bytea as base64, booleans, timestamps', async ({ service }) => {
+  const album = (await service.request('GET', '/Album/10')).body;
+  assert.is(album.price, '10.99');
+  assert.is(album.cover, Buffer.from('89504e47', 'hex').toString('base64'));
+  assert.is(album.live, false);
+  assert.match(album.releasedAt, /^2009-01-11/);
+  assert.is((await service.request('GET', '/Album/7')).body.live, true);
+});
+
+fromPostgres('writes work and are checked; read-only kinds refuse them', async ({ service, url, before }) => {
+  const created = await service.request('POST', '/Album', {
+    body: { title: 'New', artistId: 1, price: '1.50', live: true, releasedAt: '2024-05-06T07:08:09Z' },
+  });
+  assert.is(created.status, 201, created.text);
+  assert.match(created.body.releasedAt, /^2024-05-06 07:08:09/);
+  assert.is(created.body.price, '1.50');
+  assert.is(created.body.live, true);
+  assert.is((await service.request('POST', '/Album', { body: { title: 'Orphan', artistId: 987654 } })).status, 422);
+  assert.is((await service.request('POST', '/Play%20Log', { body: {} })).status, 405);
+  assert.is((await service.request('DELETE', '/AlbumCount')).status, 405);
+  assert.is.not(await rowsOf(url), before);
+});
+
+fromPostgres('every path passes the contract checker', async ({ service }) => {
+  const doc = (await service.request('GET', '/openapi.json')).body;
+  const report = await checkContract(service.url, doc);
+  assert.equal(
+    report.probes.filter((p) => !p.ok),
+    [],
+  );
+});
+
+fromPostgres.run();
