@@ -27,9 +27,8 @@ export const DEFAULTS = { schema: join(ROOT, 'src/db/schema.ts'), out: join(ROOT
 /** drizzle-kit writes this between statements; drizzle's migrator splits on it. */
 const BREAKPOINT = '--> statement-breakpoint\n';
 
-/** A failure its message explains in full (printed without a stack trace). */
-
-interface JournalEntry {
+/** One migration in drizzle-kit's meta/_journal.json. */
+export interface JournalEntry {
   idx: number;
   version: string;
   when: number;

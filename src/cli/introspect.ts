@@ -13,7 +13,7 @@ import { readMigrationFiles } from 'drizzle-orm/migrator';
 import pg from 'pg';
 import * as internal from '../db/internal-schema.js';
 import { redactUrl } from '../db/postgres.js';
-import { generatePgMigration } from './generate.js';
+import { generatePgMigration, type JournalEntry } from './generate.js';
 import { pgRecordedMigrations, readPgDatabase, recordPgBaseline } from './introspect-pg.js';
 import { runAsCommand, UsageError } from './usage.js';
 
@@ -585,14 +585,6 @@ function formatted(source: string): string {
 
 // ---------------------------------------------------------------------------------------------
 // Migrations.
-
-interface JournalEntry {
-  idx: number;
-  version: string;
-  when: number;
-  tag: string;
-  breakpoints: boolean;
-}
 
 /** Writes drizzle-kit's folder: `<tag>.sql` per migration, meta/NNNN_snapshot.json, meta/_journal.json. */
 function writeMigrations(folder: string, migrations: { tag: string; snapshot: DrizzleSQLiteSnapshotJSON; statements: string[] }[]) {
