@@ -43,9 +43,15 @@ async function run(url: string, sql: string): Promise<Record<string, unknown>[]>
   }
 }
 
-const fromPostgres = suite<{ service: Service; url: string; before: string; out: string; drop: () => Promise<void>; remove: () => void }>(
-  'npm run introspect -- --url: an existing PostgreSQL database',
-);
+const fromPostgres = suite<{
+  service: Service;
+  url: string;
+  before: string;
+  out: string;
+  source: string;
+  drop: () => Promise<void>;
+  remove: () => void;
+}>('npm run introspect -- --url: an existing PostgreSQL database');
 
 fromPostgres.before(async (ctx) => {
   const database = await createPgDatabase();
@@ -60,6 +66,7 @@ fromPostgres.before(async (ctx) => {
   writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
   ctx.out = join(dir, 'migrations');
   await introspect({ url: ctx.url, schema: join(dir, 'schema.ts'), out: ctx.out, log: () => {} });
+  ctx.source = readFileSync(join(dir, 'schema.ts'), 'utf8');
   const schema = { ...(await import(pathToFileURL(join(dir, 'schema.ts')).href)) } as Record<string, unknown>;
   ctx.service = await startService({ schema, migrationsFolder: ctx.out, pgMigrationsFolder: join(ctx.out, 'pg'), postgresUrl: ctx.url });
 });
@@ -70,6 +77,15 @@ fromPostgres.after(async (ctx) => {
   ctx.remove?.();
 });
 
+fromPostgres('the schema declares what SQLite can mean too, and notes the rest', ({ source }) => {
+  assert.match(source, "meta: text('Meta', { mode: 'json' }).notNull().default({ tags: [] })");
+  // now() is CURRENT_TIMESTAMP on both engines; a partition is its table's; another schema's table is not served.
+  assert.match(source, "playedAt: untyped('PlayedAt').notNull().default(sql`CURRENT_TIMESTAMP`)");
+  assert.not.match(source, /Sale_eu|Sale_rest/);
+  assert.match(source, '// foreign key (LabelId) → Label names a table not served here');
+  assert.match(source, "labelId: integer('LabelId'),");
+});
+
 fromPostgres(
   'the baseline is recorded, not run; restable adds its own tables; no row changed by reading',
   async ({ service, url, before }) => {
@@ -77,7 +93,7 @@ fromPostgres(
     assert.is(recorded[0]?.n, 2); // the baseline (recorded by introspect) and restable's tables (applied at start)
     const index = await service.request('GET', '/');
     const hrefs = (index.body.resources as { href: string }[]).map((r) => r.href);
-    assert.equal(hrefs.sort(), ['/Album', '/AlbumCount', '/Artist', '/Employee', '/Play%20Log', '/Tag', '/Ticket']);
+    assert.equal(hrefs.sort(), ['/Album', '/AlbumCount', '/Artist', '/Employee', '/Play%20Log', '/Sale', '/Tag', '/Ticket']);
     for (const href of hrefs) {
       const list = await service.request('GET', `${href}?limit=5`);
       assert.is(list.status, 200, `${href}: ${list.text}`);
@@ -86,6 +102,7 @@ fromPostgres(
     assert.is((await service.request('GET', '/Tag/genre,rock%2C%20hard')).body.note, 'a comma');
     assert.is((await service.request('GET', '/Employee/2/Employee')).body[0].lastName, 'Peacock');
     assert.is((await service.request('GET', '/Employee/1/TicketByOpenedBy')).status, 200);
+    assert.equal((await service.request('GET', '/Sale/7,us')).body, { saleNo: 7, region: 'us', on: '2009-01-08', amount: '7.50' });
     assert.equal(await rowsOf(url), before);
   },
 );
@@ -97,16 +114,23 @@ fromPostgres('values keep their types: numeric as exact text, bytea as base64, b
   assert.is(album.live, false);
   assert.match(album.releasedAt, /^2009-01-11/);
   assert.is((await service.request('GET', '/Album/7')).body.live, true);
+  assert.equal(album.meta, { tags: [] });
 });
 
 fromPostgres('writes work and are checked; read-only kinds refuse them', async ({ service, url, before }) => {
   const created = await service.request('POST', '/Album', {
-    body: { title: 'New', artistId: 1, price: '1.50', live: true, releasedAt: '2024-05-06T07:08:09Z' },
+    body: { title: 'New', artistId: 1, price: '1.50', live: true, releasedAt: '2024-05-06T07:08:09Z', meta: { tags: ['ü', 1, null] } },
   });
   assert.is(created.status, 201, created.text);
   assert.match(created.body.releasedAt, /^2024-05-06 07:08:09/);
   assert.is(created.body.price, '1.50');
   assert.is(created.body.live, true);
+  assert.equal(created.body.meta, { tags: ['ü', 1, null] });
+  const stored = await run(
+    url,
+    `SELECT "Meta" AS meta, pg_typeof("Meta")::text AS type FROM "Album" WHERE "AlbumId" = ${created.body.albumId}`,
+  );
+  assert.equal(stored[0], { meta: { tags: ['ü', 1, null] }, type: 'jsonb' });
   assert.is((await service.request('POST', '/Album', { body: { title: 'Orphan', artistId: 987654 } })).status, 422);
   assert.is((await service.request('POST', '/Play%20Log', { body: {} })).status, 405);
   assert.is((await service.request('DELETE', '/AlbumCount')).status, 405);

@@ -13,8 +13,8 @@ const ACTIONS: Record<string, string> = { a: 'no action', r: 'restrict', c: 'cas
 
 /**
  * A PostgreSQL type written as SQLite would declare it, so that introspect.ts types the field by the
- * same affinity rules: integers, text (with its length), exact numerics, reals, BLOBs (bytea) and
- * booleans; anything else (dates and times among them) has no declared type.
+ * same affinity rules: integers, text (with its length), exact numerics, reals, BLOBs (bytea),
+ * booleans and JSON (text, in json mode); anything else (dates and times among them) has no declared type.
  */
 function declaredOf(type: string, length: number | null, precision: number | null, scale: number | null): string {
   switch (type) {
@@ -36,22 +36,38 @@ function declaredOf(type: string, length: number | null, precision: number | nul
     case 'boolean':
       return 'BOOLEAN';
     case 'text':
+    case 'json':
+    case 'jsonb':
       return 'TEXT';
     default:
-      // Dates, times, uuid, json…: no declared type (untyped), served as the text PostgreSQL gives and
-      // written as text it casts. Declared as text they would be compared COLLATE "C", which only text takes.
+      // Dates, times, uuid, enums, arrays…: no declared type (untyped), served as the text PostgreSQL gives
+      // and written as text it casts. Declared as text they would be compared COLLATE "C", which only text takes.
       return '';
   }
 }
 
-/** A column default as SQLite would write it: a literal (`'x'::text` → `'x'`, `42`), else none (with a note). */
-function defaultOf(text: string | null): { value: string | null; dropped: boolean } {
-  if (text === null || text.startsWith('nextval(')) return { value: null, dropped: false };
-  const literal = /^('(?:[^']|'')*')(?:::[\w\s"]+)?$/.exec(text);
-  if (literal) return { value: literal[1] as string, dropped: false };
-  if (/^-?\d+(\.\d+)?$/.test(text)) return { value: text, dropped: false };
+/** SQL defaults PostgreSQL and SQLite both take with one meaning (PostgreSQL shows `now()` for CURRENT_TIMESTAMP's twin). */
+const SHARED_DEFAULTS: Record<string, string> = {
+  'now()': '(CURRENT_TIMESTAMP)',
+  CURRENT_TIMESTAMP: '(CURRENT_TIMESTAMP)',
+  CURRENT_DATE: '(CURRENT_DATE)',
+  CURRENT_TIME: '(CURRENT_TIME)',
+};
+
+/**
+ * A column default as SQLite would write it: a literal (`'x'::text` → `'x'`, `'-1'::integer` → `-1`),
+ * the current time, else none (`dropped`: PostgreSQL SQL, noted in the schema).
+ */
+function defaultOf(text: string | null, declared: string): { value: string | null; dropped: boolean } {
+  if (text === null) return { value: null, dropped: false };
+  const literal = /^\(?('(?:[^']|'')*')(?:::[\w\s"]+)?\)?$/.exec(text)?.[1];
+  const number = /^\(?'?(-?\d+(\.\d+)?)'?(?:::[\w\s]+)?\)?$/.exec(text)?.[1];
+  // A number stays a number where the column holds numbers (PostgreSQL quotes a negative one: '-1'::integer).
+  if (number !== undefined && /INT|NUMERIC|REAL|BOOLEAN/.test(declared)) return { value: number, dropped: false };
+  if (literal !== undefined) return { value: literal, dropped: false };
   if (text === 'true' || text === 'false') return { value: text === 'true' ? '1' : '0', dropped: false };
-  return { value: null, dropped: true };
+  const shared = SHARED_DEFAULTS[text.replace(/::[\w\s]+$/, '')];
+  return shared ? { value: shared, dropped: false } : { value: null, dropped: true };
 }
 
 /** The tables and views of the current schema (restable's and drizzle's own left out). */
@@ -61,7 +77,7 @@ export async function readPgDatabase(db: pg.ClientBase): Promise<DatabaseModel> 
       `SELECT c.oid::int AS oid, c.relname AS name, c.relkind AS kind,
               CASE WHEN c.relkind = 'v' THEN pg_get_viewdef(c.oid, true) END AS view
          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-        WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v') ORDER BY c.oid`,
+        WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v') AND NOT c.relispartition ORDER BY c.oid`,
     )
   ).rows;
   const skipped = relations.filter((r) => r.name.startsWith('restable_')).map((r) => `${r.name} (restable's own table)`);
@@ -76,10 +92,12 @@ export async function readPgDatabase(db: pg.ClientBase): Promise<DatabaseModel> 
       nullable: string;
       default: string | null;
       identity: string;
+      generated: string;
+      expression: string | null;
     }>(
       `SELECT table_name AS table, column_name AS name, data_type AS type, character_maximum_length AS length,
               numeric_precision AS precision, numeric_scale AS scale, is_nullable AS nullable,
-              column_default AS default, is_identity AS identity
+              column_default AS default, is_identity AS identity, is_generated AS generated, generation_expression AS expression
          FROM information_schema.columns WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position`,
     )
   ).rows;
@@ -93,6 +111,7 @@ export async function readPgDatabase(db: pg.ClientBase): Promise<DatabaseModel> 
       onDelete: string;
       onUpdate: string;
       name: string;
+      local: boolean;
     }>(
       `SELECT con.conrelid::int AS table, con.contype AS type, con.conname AS name,
               ARRAY(SELECT a.attname::text FROM unnest(con.conkey) WITH ORDINALITY k(n, i)
@@ -100,7 +119,8 @@ export async function readPgDatabase(db: pg.ClientBase): Promise<DatabaseModel> 
               p.relname AS parent,
               ARRAY(SELECT a.attname::text FROM unnest(con.confkey) WITH ORDINALITY k(n, i)
                       JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n ORDER BY k.i) AS "parentColumns",
-              con.confdeltype AS "onDelete", con.confupdtype AS "onUpdate"
+              con.confdeltype AS "onDelete", con.confupdtype AS "onUpdate",
+              p.relnamespace = c.relnamespace AS local
          FROM pg_constraint con LEFT JOIN pg_class p ON p.oid = con.confrelid
          JOIN pg_class c ON c.oid = con.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname = current_schema() AND con.contype IN ('p', 'u', 'f') ORDER BY con.conname`,
@@ -120,6 +140,7 @@ export async function readPgDatabase(db: pg.ClientBase): Promise<DatabaseModel> 
     )
   ).rows;
 
+  const served = new Set(relations.filter((r) => !r.name.startsWith('restable_') && r.kind !== 'v').map((r) => r.name));
   const tables: TableModel[] = [];
   for (const relation of relations) {
     if (relation.name.startsWith('restable_')) continue;
@@ -129,11 +150,31 @@ export async function readPgDatabase(db: pg.ClientBase): Promise<DatabaseModel> 
     const tableColumns: ColumnModel[] = columns
       .filter((c) => c.table === relation.name)
       .map((c) => {
-        const { value, dropped } = defaultOf(c.default);
-        if (dropped) notes.push(`the default of ${c.name} (${c.default}) is PostgreSQL SQL: kept in the database, not declared`);
-        // A key the database assigns (identity, serial) is declared as SQLite's rowid key, which restable lets the database assign.
         const declared = declaredOf(c.type, c.length, c.precision, c.scale);
-        return { name: c.name, declared, notNull: c.nullable === 'NO', default: value, ...(c.type === 'boolean' && { boolean: true }) };
+        const assigned = c.identity === 'YES' || c.default?.startsWith('nextval(');
+        const sole = key.length === 1 && key[0] === c.name;
+        // A sole integer key the database assigns (identity, serial) is declared as SQLite's rowid key, which
+        // restable lets the database assign; elsewhere such a column has no SQLite form: the client gives its value.
+        if (assigned && !sole) notes.push(`${c.name} is assigned by PostgreSQL (identity or serial) outside the key: not declared so`);
+        // (A key that is also a foreign key is the client's to give: restable asks for it.)
+        const referencing = own.some((con) => con.type === 'f' && con.columns.includes(c.name));
+        if (sole && !assigned && !referencing && declared === 'INTEGER') {
+          notes.push(
+            `the key ${c.name} is not assigned by PostgreSQL (no identity, no serial) but restable lets the database assign a sole integer key: creates fail until it is (ALTER TABLE … ALTER ${c.name} ADD GENERATED BY DEFAULT AS IDENTITY (START WITH <max + 1>))`,
+          );
+        }
+        const { value, dropped } = assigned ? { value: null, dropped: false } : defaultOf(c.default, declared);
+        if (dropped) notes.push(`the default of ${c.name} (${c.default}) is PostgreSQL SQL: kept in the database, not declared`);
+        return {
+          name: c.name,
+          declared,
+          notNull: c.nullable === 'NO',
+          default: value,
+          ...(c.type === 'boolean' && { boolean: true }),
+          ...((c.type === 'json' || c.type === 'jsonb') && { json: true }),
+          // Stored generated columns (the only kind PostgreSQL has) stay the database's to compute.
+          ...(c.generated === 'ALWAYS' && c.expression !== null && { generated: { expression: c.expression, mode: 'stored' as const } }),
+        };
       });
     const uniques: IndexModel[] = own
       .filter((c) => c.type === 'u')
@@ -151,7 +192,12 @@ export async function readPgDatabase(db: pg.ClientBase): Promise<DatabaseModel> 
         });
     }
     const foreignKeys: ForeignKeyModel[] = own
-      .filter((c) => c.type === 'f' && c.parent !== null)
+      .filter((c) => {
+        if (c.type !== 'f' || c.parent === null) return false;
+        if (c.local && served.has(c.parent)) return true;
+        notes.push(`foreign key (${c.columns.join(', ')}) → ${c.parent} names a table not served here: kept in the database, not declared`);
+        return false;
+      })
       .map((c) => ({
         parent: c.parent as string,
         from: c.columns,

@@ -41,6 +41,8 @@ export interface ColumnModel {
   generated?: { expression: string; mode: 'stored' | 'virtual' };
   /** A true boolean (PostgreSQL's): declared in boolean mode, true/false in JSON, `boolean` again on PostgreSQL. */
   boolean?: boolean;
+  /** A JSON document (PostgreSQL's json, jsonb): declared as text in json mode, any JSON value, `jsonb` on PostgreSQL. */
+  json?: boolean;
 }
 
 export interface IndexModel {
@@ -359,6 +361,17 @@ function defaultOf(text: string | null, builder: ReturnType<typeof builderOf>): 
   return sqlTag(inner ? text.slice(1, -1) : text);
 }
 
+/** A json-mode column's default as the value it holds (drizzle serializes it): `'{"a":1}'` → `{"a":1}`; else as SQL. */
+function jsonDefault(text: string, declared: string): string {
+  const tokens = tokenize(text);
+  if (tokens.length !== 1 || tokens[0]?.kind !== 'string') return declared;
+  try {
+    return JSON.stringify(JSON.parse(tokens[0].value));
+  } catch {
+    return sqlTag(text);
+  }
+}
+
 const ACTIONS = new Set(['cascade', 'restrict', 'set null', 'set default']);
 
 interface Names {
@@ -447,12 +460,17 @@ export function toSchemaSource(model: DatabaseModel, origin: { file: string; dat
   const column = (table: TableModel, c: ColumnModel): string => {
     const builder = builderOf(c.declared);
     const length = builder === 'text' ? /\(\s*(\d+)\s*\)/.exec(c.declared)?.[1] : undefined;
-    const options = length ? `, { length: ${length} }` : c.boolean ? ", { mode: 'boolean' }" : '';
+    const options = length ? `, { length: ${length} }` : c.boolean ? ", { mode: 'boolean' }" : c.json ? ", { mode: 'json' }" : '';
     let out = `${fieldOf(table.name, c.name)}: ${use(builder)}(${str(c.name)}${options})`;
     if (table.key.length === 1 && table.key[0] === c.name) out += `.primaryKey(${table.autoIncrement ? '{ autoIncrement: true }' : ''})`;
     if (c.notNull && !(table.key.length === 1 && table.key[0] === c.name)) out += '.notNull()';
     const given = c.generated ? undefined : defaultOf(c.default, builder);
-    const value = c.boolean && given !== undefined ? String(given === '1') : given;
+    const value =
+      c.boolean && given !== undefined
+        ? String(given === '1')
+        : c.json && given !== undefined
+          ? jsonDefault(c.default as string, given)
+          : given;
     if (value !== undefined) out += `.default(${value})`;
     if (value?.startsWith('sql`')) use('sql');
     if (c.generated) out += `.generatedAlwaysAs(${sqlText(c.generated.expression)}, { mode: '${c.generated.mode}' })`;
@@ -693,7 +711,7 @@ export async function introspect(options: IntrospectOptions): Promise<void> {
   async function generate() {
     if (recorded > 0) {
       throw new UsageError(
-        `${source} already records ${recorded} migration(s) in ${MIGRATIONS_TABLE}: it is managed by migrations already (serve it with its own)`,
+        `${source} already records ${recorded} migration(s) in ${postgres ? 'drizzle.' : ''}${MIGRATIONS_TABLE}: it is managed by migrations already (serve it with its own)`,
       );
     }
     if (model.tables.length === 0) throw new UsageError(`${source} has no table or view to serve`);
