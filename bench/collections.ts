@@ -1,6 +1,6 @@
-// Collection latency at growing sizes (issue 3): fills `users` with N rows, starts the compiled
-// service on that file, and reports median latencies of first page, deep page, filter and count.
-// Usage: npm run bench:collections -- [--sizes 10000,100000,1000000] [--samples 200]
+// Collection latency at growing sizes (issues 3 and 15): fills users, pets and orders with N rows each, starts
+// the compiled service on that file, and reports median latencies of paging, filters, counts, fields= and expand=.
+// Usage: npm run bench:collections -- [--sizes 10000,100000,1000000] [--samples 200] [--warmup 200]
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
@@ -11,48 +11,119 @@ import { closeDatabase, openDatabase } from '../src/db/client.js';
 import { applyMigrations } from '../src/db/migrate.js';
 
 const { values: args } = parseArgs({
-  options: { sizes: { type: 'string', default: '10000,100000,1000000' }, samples: { type: 'string', default: '200' } },
+  options: {
+    sizes: { type: 'string', default: '10000,100000,1000000' },
+    samples: { type: 'string', default: '200' },
+    warmup: { type: 'string', default: '200' },
+  },
 });
 const sizes = (args.sizes as string).split(',').map(Number);
 const samples = Number(args.samples);
+/** Unmeasured requests before each series: without them the smallest size, whose walk to the end is short, ran colder code. */
+const warmup = Number(args.warmup);
 const agent = new Agent({ keepAlive: true, maxSockets: 1 });
 
-function get(base: string, path: string): Promise<{ status: number; link?: string; ms: number }> {
+type Row = Record<string, unknown>;
+type Reply = { status: number; link?: string; body: string; ms: number };
+
+/** One GET; the time stops when the last byte has arrived, so checking the body afterwards costs nothing. */
+function get(base: string, path: string): Promise<Reply> {
   const start = process.hrtime.bigint();
   return new Promise((resolve, reject) => {
     request(base + path, { agent }, (res) => {
-      res.resume();
-      res.on('end', () =>
-        resolve({
-          status: res.statusCode ?? 0,
-          link: res.headers.link as string | undefined,
-          ms: Number(process.hrtime.bigint() - start) / 1e6,
-        }),
-      );
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => {
+        const ms = Number(process.hrtime.bigint() - start) / 1e6;
+        resolve({ status: res.statusCode ?? 0, link: res.headers.link as string | undefined, body: Buffer.concat(chunks).toString(), ms });
+      });
     })
       .on('error', reject)
       .end();
   });
 }
 
-async function median(base: string, path: () => string): Promise<number> {
+/**
+ * Median latency of `samples` sequential requests. Every answer must be a 200 and pass `check`
+ * (the page's elements): a broken run stops here, loudly, instead of printing fast numbers.
+ */
+async function median(base: string, path: () => string, check?: (page: Row[], path: string) => void): Promise<number> {
   const times: number[] = [];
-  for (let i = 0; i < samples; i++) {
-    const reply = await get(base, path());
-    if (reply.status !== 200) throw new Error(`${path()} answered ${reply.status}`);
-    times.push(reply.ms);
+  for (let i = 0; i < warmup + samples; i++) {
+    const url = path();
+    const reply = await get(base, url);
+    if (reply.status !== 200) throw new Error(`${url} answered ${reply.status}: ${reply.body.slice(0, 300)}`);
+    if (check) check(JSON.parse(reply.body) as Row[], url);
+    if (i >= warmup) times.push(reply.ms);
   }
   times.sort((a, b) => a - b);
   return times[Math.floor(times.length / 2)] as number;
 }
 
+function fail(path: string, why: string): never {
+  throw new Error(`${path}: ${why}`);
+}
+
+/** A full page of `size` elements, each carrying exactly `fields` when given. */
+function pageOf(size: number, fields?: string[]): (page: Row[], path: string) => void {
+  return (page, path) => {
+    if (!Array.isArray(page) || page.length !== size)
+      fail(path, `expected ${size} elements, got ${Array.isArray(page) ? page.length : typeof page}`);
+    if (fields)
+      for (const row of page) if (Object.keys(row).join() !== fields.join()) fail(path, `fields ${Object.keys(row)} instead of ${fields}`);
+  };
+}
+
+/** Pages of `size` orders with `user` and `pet` expanded: each present, and the one its foreign key names. */
+const ordersWithUserAndPet = (size: number) => (page: Row[], path: string) => {
+  pageOf(size)(page, path);
+  for (const order of page) {
+    const user = order.user as Row | null | undefined;
+    const pet = order.pet as Row | null | undefined;
+    if (!user || user.id !== order.userId) fail(path, `order ${order.id} has user ${JSON.stringify(user)}, userId ${order.userId}`);
+    if (!pet || pet.id !== order.petId) fail(path, `order ${order.id} has pet ${JSON.stringify(pet)}, petId ${order.petId}`);
+  }
+};
+
+/** Users with `orders` expanded: an array of that user's orders on each, and orders on some of them. */
+function usersWithOrders(page: Row[], path: string): void {
+  pageOf(100)(page, path);
+  let children = 0;
+  for (const user of page) {
+    const orders = user.orders as Row[] | undefined;
+    if (!Array.isArray(orders)) fail(path, `user ${user.id} has no orders array`);
+    for (const order of orders) if (order.userId !== user.id) fail(path, `user ${user.id} lists order ${order.id} of user ${order.userId}`);
+    children += orders.length;
+  }
+  if (children === 0) fail(path, 'no user on the page has an order');
+}
+
+/**
+ * N users, N pets (pet i belongs to user i) and N orders (order i: a scattered user and that user's
+ * pet, so a page of orders names users all over the table), in one transaction of INSERT … SELECT
+ * over a generated series: a million rows of each in seconds.
+ */
 async function fill(path: string, rows: number): Promise<void> {
   const database = openDatabase(path);
   await applyMigrations(database);
   const now = new Date().toISOString();
-  const insert = database.sqlite.prepare('INSERT INTO users (name, email, created_at, updated_at) VALUES (?, ?, ?, ?)');
+  // 7919 is prime: i ↦ (i·7919 mod N) + 1 is a permutation of 1..N unless N is a multiple of it.
+  const series = 'WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < @rows)';
+  const scattered = rows % 7919 === 0 ? 'i' : '(i * 7919) % @rows + 1';
   database.sqlite.transaction(() => {
-    for (let i = 1; i <= rows; i++) insert.run(`user ${i % 1000}`, `user${i}@example.com`, now, now);
+    database.sqlite
+      .prepare(`${series} INSERT INTO users (id, name, email, created_at, updated_at)
+        SELECT i, 'user ' || (i % 1000), 'user' || i || '@example.com', @now, @now FROM n`)
+      .run({ rows, now });
+    database.sqlite
+      .prepare(`${series} INSERT INTO pets (id, name, species, owner_id, created_at, updated_at)
+        SELECT i, 'pet ' || (i % 1000), CASE i % 5 WHEN 0 THEN 'cat' WHEN 1 THEN 'dog' WHEN 2 THEN 'bird' WHEN 3 THEN 'fish' ELSE 'other' END,
+          i, @now, @now FROM n`)
+      .run({ rows, now });
+    database.sqlite
+      .prepare(`${series} INSERT INTO orders (id, user_id, pet_id, status, quantity, created_at, updated_at)
+        SELECT i, ${scattered}, ${scattered}, 'placed', 1 + i % 3, @now, @now FROM n`)
+      .run({ rows, now });
   })();
   closeDatabase(database);
 }
@@ -62,6 +133,10 @@ async function startService(databasePath: string): Promise<{ base: string; stop:
     env: { ...process.env, DATABASE_PATH: databasePath, PORT: '0', LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+  // A failed check ends this process: the service must not outlive it (it would hold the terminal's pipes open).
+  const orphan = () => child.kill('SIGTERM');
+  process.once('exit', orphan);
+  child.once('exit', () => process.off('exit', orphan));
   const base = await new Promise<string>((resolve, reject) => {
     let out = '';
     child.stdout.on('data', (chunk) => {
@@ -74,12 +149,13 @@ async function startService(databasePath: string): Promise<{ base: string; stop:
   return { base, stop: () => new Promise((resolve) => child.once('exit', () => resolve()).kill('SIGTERM')) };
 }
 
-/** Walks to the end with the largest pages and returns the cursor of the last one. */
-async function cursorNearEnd(base: string): Promise<string> {
-  let next: string | undefined = '/users?limit=1000';
+/** Walks `collection` to the end with the largest pages and returns the cursor of the last one. */
+async function cursorNearEnd(base: string, collection: string): Promise<string> {
+  let next: string | undefined = `/${collection}?limit=1000`;
   let last = '';
   while (next) {
     const reply = await get(base, next);
+    if (reply.status !== 200) throw new Error(`${next} answered ${reply.status}: ${reply.body.slice(0, 300)}`);
     const link = reply.link && /<([^>]+)>/.exec(reply.link)?.[1];
     if (link) last = new URL(link, base).searchParams.get('cursor') as string;
     next = link;
@@ -88,27 +164,78 @@ async function cursorNearEnd(base: string): Promise<string> {
 }
 
 const results: string[][] = [];
+const shaping: string[][] = [];
+const ratios: number[] = [];
 for (const rows of sizes) {
   const dir = mkdtempSync(join(tmpdir(), 'restable-bench-'));
   const file = join(dir, 'bench.db');
-  process.stderr.write(`filling ${rows} rows… `);
+  process.stderr.write(`filling ${rows} users, pets and orders… `);
   await fill(file, rows);
   const service = await startService(file);
   process.stderr.write('walking to the end… ');
-  const cursor = await cursorNearEnd(service.base);
+  const cursor = await cursorNearEnd(service.base, 'users');
+  const ordersCursor = await cursorNearEnd(service.base, 'orders');
   process.stderr.write('measuring\n');
-  const first = await median(service.base, () => '/users');
-  const deep = await median(service.base, () => `/users?cursor=${cursor}`);
+  // The last cursor of a walk by 1000 starts the last (partial) page of 1000.
+  const deepSize = Math.min(100, rows - 1000 * (Math.ceil(rows / 1000) - 1));
+  const first = await median(service.base, () => '/users', pageOf(100));
+  const deep = await median(service.base, () => `/users?cursor=${cursor}`, pageOf(deepSize));
   let n = 0;
-  const filter = await median(service.base, () => `/users?email=user${(n++ * 7919) % rows}@example.com`);
-  const count = await median(service.base, () => '/users?count=true');
+  const filter = await median(service.base, () => `/users?email=user${((n++ * 7919) % rows) + 1}@example.com`, pageOf(1));
+  const count = await median(service.base, () => '/users?count=true', pageOf(100));
   results.push([rows.toLocaleString('en'), ...[first, deep, filter, count].map((ms) => ms.toFixed(2)), (deep / first).toFixed(2)]);
+
+  // Issue 15: fields= and expand=, each against the same page without them.
+  const orders = await median(service.base, () => '/orders?limit=100', pageOf(100));
+  const ordersExpanded = await median(service.base, () => '/orders?limit=100&expand=user,pet', ordersWithUserAndPet(100));
+  const usersFull = await median(service.base, () => '/users?limit=100', pageOf(100));
+  const usersFields = await median(service.base, () => '/users?limit=100&fields=id,name', pageOf(100, ['id', 'name']));
+  const usersExpanded = await median(service.base, () => '/users?limit=100&expand=orders', usersWithOrders);
+  const deepExpanded = await median(
+    service.base,
+    () => `/orders?limit=100&expand=user,pet&cursor=${ordersCursor}`,
+    ordersWithUserAndPet(deepSize),
+  );
+  ratios.push(ordersExpanded / orders);
+  shaping.push([
+    rows.toLocaleString('en'),
+    ...[orders, ordersExpanded].map((ms) => ms.toFixed(2)),
+    `${(ordersExpanded / orders).toFixed(2)}×`,
+    deepExpanded.toFixed(2),
+    ...[usersFull, usersFields].map((ms) => ms.toFixed(2)),
+    `${(usersFields / usersFull).toFixed(2)}×`,
+    usersExpanded.toFixed(2),
+    `${(usersExpanded / usersFull).toFixed(2)}×`,
+  ]);
   await service.stop();
   rmSync(dir, { recursive: true, force: true });
 }
 agent.destroy();
 
-const header = ['rows', 'first page (ms)', 'deep page (ms)', 'email= filter (ms)', 'count=true (ms)', 'deep / first'];
-const table = [header, header.map(() => '---'), ...results].map((r) => `| ${r.join(' | ')} |`).join('\n');
-console.log(`\nMedian of ${samples} sequential requests, pages of 100; node ${process.version}, ${cpus()[0]?.model ?? 'unknown CPU'}\n`);
-console.log(table);
+const markdown = (header: string[], body: string[][]) =>
+  [header, header.map(() => '---'), ...body].map((r) => `| ${r.join(' | ')} |`).join('\n');
+console.log(
+  `\nMedian of ${samples} sequential requests after ${warmup} unmeasured ones, pages of 100; node ${process.version}, ${cpus()[0]?.model ?? 'unknown CPU'}\n`,
+);
+console.log(markdown(['rows', 'first page (ms)', 'deep page (ms)', 'email= filter (ms)', 'count=true (ms)', 'deep / first'], results));
+console.log('\nfields= and expand= (N users, N pets, N orders):\n');
+console.log(
+  markdown(
+    [
+      'rows',
+      'orders (ms)',
+      'orders expand=user,pet (ms)',
+      'expand / plain',
+      'deep orders expand=user,pet (ms)',
+      'users (ms)',
+      'users fields=id,name (ms)',
+      'fields / full',
+      'users expand=orders (ms)',
+      'expand / plain',
+    ],
+    shaping,
+  ),
+);
+// Issue 15's target: expand=user,pet on a first page of 100 orders costs at most 3× the plain page.
+const worst = Math.max(...ratios);
+console.log(`\norders expand=user,pet / plain first page: worst ${worst.toFixed(2)}× (target ≤ 3×): ${worst <= 3 ? 'met' : 'NOT met'}`);
