@@ -1,6 +1,7 @@
-// Pure parsing of collection query strings (API.md §5): limit, cursor, sort, count and filters,
-// converted to each field's type and bounded. Every failure is a 400 ApiError naming the parameter; no I/O.
+// Pure parsing of collection query strings (API.md §5): limit, cursor, sort, count, filters, shaping
+// and search words, converted to each field's type and bounded. Every failure is a 400 ApiError naming the parameter; no I/O.
 import { type CursorCodec, type CursorValue, Digest, toCursorValue } from './cursor.js';
+import { hasWordCharacters } from './db/search.js';
 import { ApiError, badQuery, type FieldError } from './errors.js';
 import { type Expansion, type Field, type Resource, SERVER_MANAGED_FIELDS } from './resources.js';
 import { echo } from './validation.js';
@@ -8,7 +9,7 @@ import { echo } from './validation.js';
 export const OPERATORS = ['eq', 'ne', 'gt', 'gte', 'lt', 'lte', 'in', 'contains', 'startsWith', 'null'] as const;
 export type Operator = (typeof OPERATORS)[number];
 
-export const RESERVED = ['limit', 'cursor', 'sort', 'count', 'fields', 'expand'] as const;
+export const RESERVED = ['limit', 'cursor', 'sort', 'count', 'fields', 'expand', 'q'] as const;
 /** Parameters that shape each element (API.md §5 "Shaping responses"): an element's GET takes these and no other. */
 export const SHAPING = ['fields', 'expand'] as const;
 export const LIMIT = { min: 1, max: 1000, default: 100 } as const;
@@ -29,7 +30,13 @@ export const QUERY_LIMITS = {
   /** Relation paths named by `expand`, and how deep one may go (`orders.pet.owner` is 3). */
   expandPaths: 20,
   expandDepth: 3,
+  /** Words of `q`, and the characters of one word (a tsquery lexeme must stay under 2 KB). */
+  searchWords: 32,
+  searchWordLength: 100,
 } as const;
+
+/** The `sort` name of the order by search relevance (best match first). */
+export const RELEVANCE = 'relevance';
 
 export interface Filter {
   field: Field;
@@ -59,6 +66,15 @@ export interface ListQuery {
   binding: () => string;
   /** How each element is shaped (`fields`). */
   shape: Shape;
+  /** `q`: the elements whose searchable fields hold every word. */
+  search?: Search;
+  /** `sort=relevance`: best match first, before `sort`'s keys (and the cursor's first value is the rank). */
+  relevance: boolean;
+}
+
+/** `q`'s words, folded as the index folds them (lower case, no accents); the last one also matches as a prefix. */
+export interface Search {
+  words: string[];
 }
 
 /** What each element of an answer carries: only `fields` (in schema order) when given, else every field; plus its `expand`ed relations. */
@@ -171,9 +187,21 @@ function parseLimit(raw: string): number {
   return value;
 }
 
-function parseSort(resource: Resource, raw: string | undefined): SortKey[] {
+/**
+ * `sort=a,-b`: the order (the key appended), and whether it starts with relevance, which only a
+ * search has and which comes first (a field named `relevance` is that field).
+ */
+function parseSort(resource: Resource, raw: string | undefined, searching: boolean): { keys: SortKey[]; relevance: boolean } {
   const keys: SortKey[] = [];
-  const parts = raw === undefined ? [] : raw.split(',');
+  let parts = raw === undefined ? [] : raw.split(',');
+  const byRelevance = (part: string) => part.replace(/^-/, '') === RELEVANCE && !resource.fields.some((f) => f.key === RELEVANCE);
+  const relevance = parts.length > 0 && byRelevance(parts[0] as string);
+  if (relevance) {
+    if (parts[0] !== RELEVANCE) throw bad('sort', `orders by ${RELEVANCE} best match first only; write ${RELEVANCE}, not -${RELEVANCE}`);
+    if (!searching) throw bad('sort', `names ${RELEVANCE}, which only a search has; add q=<words>`);
+    parts = parts.slice(1);
+  }
+  if (parts.some(byRelevance)) throw bad('sort', `names ${RELEVANCE} after a field; ${RELEVANCE} comes first`);
   if (parts.length > QUERY_LIMITS.sortFields) {
     throw bad('sort', `names ${parts.length} fields; at most ${QUERY_LIMITS.sortFields} are allowed`);
   }
@@ -189,7 +217,20 @@ function parseSort(resource: Resource, raw: string | undefined): SortKey[] {
   for (const field of resource.key.length > 0 ? resource.key : resource.fields) {
     if (!keys.some((k) => k.field === field)) keys.push({ field, descending: false });
   }
-  return keys;
+  return { keys, relevance };
+}
+
+/** `q=words`: the words that hold a letter or digit, each literal; a 400 when none does or the kind has no searchable fields. */
+function parseSearch(resource: Resource, raw: string): Search {
+  if (resource.searchable.length === 0) throw bad('q', `cannot be used here: ${resource.name} has no searchable fields`);
+  const words = raw.split(/\s+/u).filter(hasWordCharacters);
+  if (words.length === 0) throw bad('q', 'holds no word to search for (letters or digits)');
+  if (words.length > QUERY_LIMITS.searchWords)
+    throw bad('q', `holds ${words.length} words; at most ${QUERY_LIMITS.searchWords} are allowed`);
+  if (words.some((w) => w.length > QUERY_LIMITS.searchWordLength)) {
+    throw bad('q', `holds a word longer than ${QUERY_LIMITS.searchWordLength} characters`);
+  }
+  return { words };
 }
 
 function parseFilter(resource: Resource, name: string, raw: string): Filter {
@@ -310,10 +351,18 @@ function bindingOf(resource: Resource, scope: string, query: RawQuery): string {
 /**
  * The cursor of the position after `row` in `query`'s order.
  * @param locate the row's rowid, asked for only when a sort value is too long to carry
+ * @param rank the row's search rank, when the order is by relevance
  */
-export function encodeCursor(query: ListQuery, row: Record<string, unknown>, cursors: CursorCodec, locate: () => number): string {
+export function encodeCursor(
+  query: ListQuery,
+  row: Record<string, unknown>,
+  cursors: CursorCodec,
+  locate: () => number,
+  rank?: number,
+): string {
   if (query.offset !== undefined) return cursors.seal(query.binding(), { values: [], offset: query.offset + query.limit });
   const values = query.sort.map(({ field }) => toCursorValue(row[field.key]));
+  if (query.relevance) values.unshift(rank as number);
   const rowid = values.some((value) => value instanceof Digest) ? locate() : undefined;
   return cursors.seal(query.binding(), { values, rowid });
 }
@@ -324,6 +373,7 @@ const FOREIGN_CURSOR =
 function parseCursor(
   raw: string,
   sort: SortKey[],
+  relevance: boolean,
   binding: () => string,
   cursors: CursorCodec | undefined,
   byOffset: boolean,
@@ -333,15 +383,21 @@ function parseCursor(
     if (position?.offset === undefined || position.values.length > 0) throw bad('cursor', FOREIGN_CURSOR);
     return { offset: position.offset };
   }
-  if (!position || position.offset !== undefined || position.values.length !== sort.length) throw bad('cursor', FOREIGN_CURSOR);
+  if (!position || position.offset !== undefined || position.values.length !== sort.length + Number(relevance)) {
+    throw bad('cursor', FOREIGN_CURSOR);
+  }
+  // By relevance, the first value is the last row's rank (a number), then come the sort keys' values.
+  const rank = relevance ? position.values[0] : undefined;
+  if (relevance && (typeof rank !== 'number' || !Number.isFinite(rank))) throw bad('cursor', FOREIGN_CURSOR);
+  const values = relevance ? position.values.slice(1) : position.values;
   const after = sort.map(({ field }, i): unknown => {
-    const value = position.values[i] as CursorValue;
+    const value = values[i] as CursorValue;
     if (value === null && !field.column.notNull) return null;
     if (value instanceof Digest && kindOf(field) === 'string' && position.rowid !== undefined) return value;
     if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') throw bad('cursor', FOREIGN_CURSOR);
     return toFieldValue(field, String(value), 'cursor');
   });
-  return { after, afterRowid: position.rowid };
+  return { after: relevance ? [rank, ...after] : after, afterRowid: position.rowid };
 }
 
 /**
@@ -360,7 +416,11 @@ export function parseListQuery(resource: Resource, query: RawQuery, { scope = ''
     }
   };
   const limit = attempt(() => (query.limit === undefined ? LIMIT.default : parseLimit(single('limit', query.limit))));
-  const sort = attempt(() => parseSort(resource, query.sort === undefined ? undefined : single('sort', query.sort)));
+  const search = query.q === undefined ? undefined : attempt(() => parseSearch(resource, single('q', query.q)));
+  const order = attempt(() =>
+    parseSort(resource, query.sort === undefined ? undefined : single('sort', query.sort), query.q !== undefined),
+  );
+  const sort = order?.keys;
   const shape = attempt(() => parseShaping(resource, query));
   const count = attempt(() => {
     const raw = query.count === undefined ? 'false' : single('count', query.count);
@@ -394,7 +454,7 @@ export function parseListQuery(resource: Resource, query: RawQuery, { scope = ''
       ? byOffset
         ? { offset: 0 }
         : {}
-      : attempt(() => parseCursor(single('cursor', query.cursor), sort, binding, cursors, byOffset));
+      : attempt(() => parseCursor(single('cursor', query.cursor), sort, order?.relevance === true, binding, cursors, byOffset));
   if (errors.length > 0) throw badQuery(errors);
   return {
     limit: limit as number,
@@ -404,5 +464,7 @@ export function parseListQuery(resource: Resource, query: RawQuery, { scope = ''
     count: count as boolean,
     binding,
     shape: shape as Shape,
+    ...(search && { search }),
+    relevance: order?.relevance === true,
   };
 }

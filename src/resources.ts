@@ -5,6 +5,7 @@ import { getTableConfig, getViewConfig, SQLiteColumn, SQLiteNumeric, SQLiteTable
 import { createInsertSchema } from 'drizzle-zod';
 import { z } from 'zod';
 import { customKindOf } from './db/columns.js';
+import { isSearchDeclaration } from './db/search.js';
 
 /** Fields the server sets on every write; clients may echo them but never change them. */
 export const SERVER_MANAGED_FIELDS = ['createdAt', 'updatedAt'] as const;
@@ -81,6 +82,8 @@ export interface Resource {
   fieldOfColumn: Map<string, string>;
   /** The relations `expand=` may name, by name. */
   expansions: Map<string, Expansion>;
+  /** The text fields `q=` searches (schema.ts's `searchable()`); empty when the kind takes no `q`. */
+  searchable: Field[];
 }
 
 /**
@@ -308,6 +311,7 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
     readOnly,
     fieldOfColumn: new Map(fields.map((f) => [f.column.name, f.key])),
     expansions: new Map(),
+    searchable: [],
   };
 }
 
@@ -417,6 +421,34 @@ function toRoutes(resources: Resource[], relations: Relation[]): Route[] {
 }
 
 /**
+ * Sets each kind's searchable fields from the schema's `searchable()` declarations: text fields of a
+ * table whose key is its SQLite rowid (the FTS5 index is keyed by it), one declaration per table.
+ */
+function addSearchable(resources: Resource[], schema: Record<string, unknown>): void {
+  for (const declaration of Object.values(schema).filter(isSearchDeclaration)) {
+    const resource = resources.find((r) => r.table === declaration.table);
+    const what = `searchable(${resource?.name ?? 'a table'}, …)`;
+    if (!resource) throw new RegistryError(`${what} names a table the schema does not export`);
+    if (resource.searchable.length > 0)
+      throw new RegistryError(`${resource.name} is declared searchable twice; keep one searchable() for it`);
+    const key = resource.key[0];
+    if (resource.key.length !== 1 || key?.column.columnType !== 'SQLiteInteger') {
+      throw new RegistryError(`${what}: a searchable table needs a sole integer primary key (its index is keyed by the SQLite rowid)`);
+    }
+    if (declaration.fields.length === 0) throw new RegistryError(`${what} names no field`);
+    for (const name of declaration.fields) {
+      const field = resource.fields.find((f) => f.key === name);
+      if (!field) throw new RegistryError(`${what} names "${name}", which is not a field of ${resource.name}`);
+      if (field.column.dataType !== 'string' || customKindOf(field.column) !== undefined || field === key) {
+        throw new RegistryError(`${what}: "${name}" is not a text field; only text fields can be searched`);
+      }
+      if (resource.searchable.includes(field)) throw new RegistryError(`${what} names "${name}" twice`);
+      resource.searchable.push(field);
+    }
+  }
+}
+
+/**
  * Derives the registry from a schema module's exports (drizzle tables and optional relations).
  * @throws {RegistryError} when the schema cannot be served (name collisions, ambiguous relations)
  */
@@ -426,6 +458,7 @@ export function createRegistry(schema: Record<string, unknown>): Registry {
   );
   if (sources.length === 0) throw new RegistryError('the schema declares no tables');
   const resources = sources.map(toResource);
+  addSearchable(resources, schema);
   const relations = toRelations(resources, schema);
   return { resources, relations, routes: toRoutes(resources, relations) };
 }

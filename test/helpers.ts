@@ -334,7 +334,8 @@ function installPetShop(): Promise<string> {
     const { default: ts } = await import('typescript');
     const source = readFileSync(join(ROOT, 'test', 'pet-shop', 'schema.ts'), 'utf8');
     const compiled = ts.transpileModule(source, { compilerOptions: { module: ts.ModuleKind.ES2022, target: ts.ScriptTarget.ES2022 } });
-    writeFileSync(join(dir, 'dist', 'db', 'schema.js'), compiled.outputText);
+    // The copy imports searchable() from the sources; in the install it sits next to it, as schema.ts does.
+    writeFileSync(join(dir, 'dist', 'db', 'schema.js'), compiled.outputText.replace("'../../src/db/search.js'", "'./search.js'"));
     return dir;
   })();
   return petShopInstall;

@@ -191,7 +191,7 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
         const headers: Record<string, string> = {};
         const last = page.rows.at(-1);
         if (page.more && last) {
-          const cursor = encodeCursor(query, last, cursors, () => page.rowidOf(last));
+          const cursor = encodeCursor(query, last, cursors, () => page.rowidOf(last), page.rank);
           headers.Link = `<${req.path}?${withParameter(req.search, 'cursor', cursor)}>; rel="next"`;
         }
         if (page.total !== undefined) headers['X-Total-Count'] = String(page.total);

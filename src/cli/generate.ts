@@ -1,7 +1,9 @@
 // `npm run db:generate [-- --name <what_changed>]`: drizzle-kit's SQLite migration, then the PostgreSQL one
-// (drizzle-kit's API over toPgTables, in drizzle-kit's folder format); `--check` exits 1 when either set drifts.
+// (drizzle-kit's API over toPgTables, in drizzle-kit's folder format), then each engine's search index
+// migration when `searchable()` declarations changed; `--check` exits 1 when any of them drifts.
 // Development only (run through tsx): drizzle-kit is a devDependency, so nothing the service loads imports this.
 import { spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -17,6 +19,7 @@ import {
 } from 'drizzle-kit/api';
 import * as internal from '../db/internal-schema.js';
 import { toPgTables } from '../db/pg-schema.js';
+import { pgSearchStatements, type SearchState, searchChanges, searchStateOf, sqliteSearchStatements } from '../db/search.js';
 import { runAsCommand, UsageError } from './usage.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -129,33 +132,82 @@ async function sqliteStatements(schema: Record<string, unknown>, folder: string)
  */
 export async function checkDrift({ schema, pgFolder, sqliteFolder }: SchemaMigrations): Promise<Drift[]> {
   const drifts: Drift[] = [];
-  const pg = (await pgDiff(schema, pgFolder, true)).statements;
+  const pg = [...(await pgDiff(schema, pgFolder, true)).statements, ...searchDiff(schema, pgFolder, 'postgresql')];
   if (pg.length) drifts.push({ backend: 'PostgreSQL', folder: pgFolder, statements: pg });
-  const sqlite = await sqliteStatements(schema, sqliteFolder);
+  const sqlite = [...(await sqliteStatements(schema, sqliteFolder)), ...searchDiff(schema, sqliteFolder, 'sqlite')];
   if (sqlite.length) drifts.push({ backend: 'SQLite', folder: sqliteFolder, statements: sqlite });
   return drifts;
 }
 
 /**
- * Writes the PostgreSQL migration that takes `folder`'s newest snapshot to `schema`, as drizzle-kit
- * does: `NNNN_<name>.sql`, `meta/NNNN_snapshot.json` (chained by id/prevId), `meta/_journal.json`.
+ * Appends a migration to `folder` as drizzle-kit does: `NNNN_<name>.sql`, `meta/NNNN_snapshot.json`
+ * (chained by id/prevId), `meta/_journal.json`. Returns its tag.
+ */
+function appendMigration(folder: string, dialect: string, name: string, statements: string[], snapshot: { version: string }): string {
+  const journal = readJournal(folder, dialect);
+  const last = journal.entries.at(-1);
+  const idx = last ? last.idx + 1 : 0;
+  const prefix = String(idx).padStart(4, '0');
+  const tag = `${prefix}_${name}`;
+  mkdirSync(join(folder, 'meta'), { recursive: true });
+  writeFileSync(join(folder, 'meta', `${prefix}_snapshot.json`), JSON.stringify(snapshot, null, 2));
+  writeFileSync(join(folder, `${tag}.sql`), statements.join(BREAKPOINT));
+  // `when` orders the migrations and is what the database records: it must grow even within one millisecond.
+  journal.entries.push({ idx, version: snapshot.version, when: Math.max(Date.now(), (last?.when ?? 0) + 1), tag, breakpoints: true });
+  writeFileSync(join(folder, 'meta', '_journal.json'), JSON.stringify(journal, null, 2));
+  return tag;
+}
+
+/**
+ * Writes the PostgreSQL migration that takes `folder`'s newest snapshot to `schema`.
  * Without `withInternal`, restable's own tables are left out (a baseline of a database that lacks them).
  * @returns the new migration's tag and statements, or no tag when the schema has not changed
  */
 export async function generatePgMigration(schema: Record<string, unknown>, folder: string, name: string, withInternal = true) {
   const { cur, statements } = await pgDiff(schema, folder, false, withInternal);
   if (statements.length === 0) return { tag: undefined, statements };
-  const journal = readJournal(folder, 'postgresql');
-  const last = journal.entries.at(-1);
-  const idx = last ? last.idx + 1 : 0;
-  const prefix = String(idx).padStart(4, '0');
-  const tag = `${prefix}_${name}`;
-  mkdirSync(join(folder, 'meta'), { recursive: true });
-  writeFileSync(join(folder, 'meta', `${prefix}_snapshot.json`), JSON.stringify(cur, null, 2));
-  writeFileSync(join(folder, `${tag}.sql`), statements.join(BREAKPOINT));
-  // `when` orders the migrations and is what the database records: it must grow even within one millisecond.
-  journal.entries.push({ idx, version: cur.version, when: Math.max(Date.now(), (last?.when ?? 0) + 1), tag, breakpoints: true });
-  writeFileSync(join(folder, 'meta', '_journal.json'), JSON.stringify(journal, null, 2));
+  return { tag: appendMigration(folder, 'postgresql', name, statements, cur), statements };
+}
+
+/** Where a migrations folder records the search indexes its migrations build (drizzle-kit's snapshots know none). */
+const searchStatePath = (folder: string) => join(folder, 'search.json');
+
+function readSearchState(folder: string): SearchState {
+  const path = searchStatePath(folder);
+  return existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as SearchState) : {};
+}
+
+const SEARCH_ENGINES = { sqlite: sqliteSearchStatements, postgresql: pgSearchStatements } as const;
+
+/** The statements that take `folder`'s search indexes to what `schema` declares. */
+function searchDiff(schema: Record<string, unknown>, folder: string, dialect: keyof typeof SEARCH_ENGINES): string[] {
+  return searchChanges(readSearchState(folder), searchStateOf(schema), SEARCH_ENGINES[dialect]);
+}
+
+/**
+ * Writes the migration that builds, rebuilds or removes search indexes (src/db/search.ts) when the
+ * schema's `searchable()` declarations differ from what `folder`'s migrations built; its snapshot
+ * repeats the newest one (the tables are unchanged), as drizzle-kit's `--custom` migrations do.
+ */
+export function generateSearchMigration(
+  schema: Record<string, unknown>,
+  folder: string,
+  dialect: keyof typeof SEARCH_ENGINES,
+  name: string,
+) {
+  const statements = searchDiff(schema, folder, dialect);
+  if (statements.length === 0) return { tag: undefined, statements };
+  const newest = latestSnapshot<{ id: string; version: string }>(folder);
+  if (!newest) throw new UsageError(`${folder} has no migration yet: generate the tables' migration before their search index`);
+  const snapshot = { ...newest, id: randomUUID(), prevId: newest.id };
+  const tag = appendMigration(
+    folder,
+    dialect,
+    name,
+    statements.map((statement) => `${statement};\n`),
+    snapshot,
+  );
+  writeFileSync(searchStatePath(folder), `${JSON.stringify(searchStateOf(schema), null, 2)}\n`);
   return { tag, statements };
 }
 
@@ -208,12 +260,17 @@ async function main(): Promise<number> {
   const sqliteTag = values['sqlite-config'] ? generateSqlite(values['sqlite-config'], sqliteFolder, values.name) : undefined;
   // Without --name, the PostgreSQL migration is named like the SQLite one drizzle-kit just wrote.
   const name = values.name ?? sqliteTag?.replace(/^\d+_/, '') ?? 'schema_change';
-  const { tag, statements } = await generatePgMigration(schema, pgFolder, name);
-  console.log(
-    tag
-      ? `PostgreSQL: wrote ${shown(join(pgFolder, `${tag}.sql`))} (${statements.length} statement(s))`
-      : `PostgreSQL: no schema changes, nothing written to ${shown(pgFolder)}`,
-  );
+  const report = (what: string, folder: string, { tag, statements }: { tag?: string; statements: string[] }) =>
+    console.log(
+      tag
+        ? `${what}: wrote ${shown(join(folder, `${tag}.sql`))} (${statements.length} statement(s))`
+        : `${what}: no changes, nothing written to ${shown(folder)}`,
+    );
+  report('PostgreSQL', pgFolder, await generatePgMigration(schema, pgFolder, name));
+  // The search indexes follow the tables they index (a new searchable table is created just before).
+  const searchName = values.name ?? 'search';
+  if (values['sqlite-config']) report('SQLite search', sqliteFolder, generateSearchMigration(schema, sqliteFolder, 'sqlite', searchName));
+  report('PostgreSQL search', pgFolder, generateSearchMigration(schema, pgFolder, 'postgresql', searchName));
   return 0;
 }
 

@@ -7,6 +7,7 @@ import { getTableConfig, getViewConfig, type PgColumn, PgDialect, type PgTable, 
 import type pg from 'pg';
 import { CURSOR_SECRET_NAME } from '../cursor.js';
 import type { PostgresHandle } from '../db/postgres.js';
+import { SEARCH_COLUMN, tsQuery } from '../db/search.js';
 import { ApiError } from '../errors.js';
 import { KEY_TTL_MS, reusedKey } from '../idempotency.js';
 import { LIMIT, type ListQuery } from '../query.js';
@@ -20,6 +21,7 @@ import {
   keyCondition,
   keyParams,
   type ListDialect,
+  listSelection,
   naturalOrder,
   pageOf,
   planList,
@@ -27,6 +29,7 @@ import {
   rankWithin,
   rowMaker,
   rowRules,
+  type SearchSql,
   type Statement,
   selectionOf,
   toStatement,
@@ -188,6 +191,17 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
   const toRow = rowMaker(fields);
   const dialect = listDialect(columnOf);
   const rules = rowRules(resource);
+  // A searchable kind's generated tsvector column and its GIN index (src/db/search.ts): match and ts_rank (higher is better).
+  const vector = sql`${table}.${sql.identifier(SEARCH_COLUMN)}`;
+  const search: SearchSql | undefined =
+    resource.searchable.length > 0
+      ? {
+          value: tsQuery,
+          match: (p) => sql`${vector} @@ ${p}::tsquery`,
+          rank: (p) => sql`ts_rank(${vector}, ${p}::tsquery)`,
+          higherIsBetter: true,
+        }
+      : undefined;
   /** The key's values as the placeholders of keyCondition, encoded for their columns. */
   const idParams = (id: Id) => {
     const params = keyParams(resource, id);
@@ -344,23 +358,23 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
     list: (query, scope) =>
       reading(async (client): Promise<Page> => {
         const after = await positionOf(query, (rowid) => find(client, byId, rowid));
-        const plan = planList(dialect, resource, query, scope, after);
+        const plan = planList(dialect, resource, query, scope, after, search);
         const rows = cached(listStatements, plan.shape, () => {
           const select = db
-            .select(selection)
+            .select(listSelection(selection, plan))
             .from(table)
             .where(plan.where())
             .orderBy(...plan.orderBy())
             .limit(plan.limit as never);
           return (isPlain(query, resource) ? named : toStatement)(plan.offset ? select.offset(plan.offset as never) : select);
         });
-        if (!plan.count) return { ...pageOf(await rowsOf(client, rows, plan.params), query.limit, toRow), rowidOf };
+        if (!plan.count) return { ...pageOf(await rowsOf(client, rows, plan.params), query.limit, toRow, query.relevance), rowidOf };
         // The page and its count from one snapshot, so that the total agrees with the rows.
         const { shape, params, where } = plan.count;
         const counter = cached(countStatements, shape, () => toStatement(db.select({ n: count() }).from(table).where(where())));
         await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
         try {
-          const page = pageOf(await rowsOf(client, rows, plan.params), query.limit, toRow);
+          const page = pageOf(await rowsOf(client, rows, plan.params), query.limit, toRow, query.relevance);
           const total = Number((await rowsOf(client, counter, params))[0]?.[0] ?? 0);
           return { ...page, total, rowidOf };
         } finally {

@@ -87,12 +87,41 @@ export interface ListDialect {
 export class Binder {
   readonly params: Record<string, unknown> = {};
   private n = 0;
-  bind(value: unknown, column: Column): Placeholder {
+  /** A placeholder for `value`, encoded for `column` (as it is without one). */
+  bind(value: unknown, column?: Column): Placeholder {
     const name = `p${this.n++}`;
-    this.params[name] = encoded(column, value);
+    this.params[name] = column ? encoded(column, value) : value;
     return sql.placeholder(name);
   }
 }
+
+/**
+ * How a store searches one kind (API.md §5 "Search"), over the placeholder of `q`'s words in the
+ * engine's query syntax: which rows match, and how well (the relevance order, best first).
+ */
+export interface SearchSql {
+  /** `q`'s words as the bound value (every word literal: quoted, never syntax). */
+  value(words: readonly string[]): string;
+  match(p: Placeholder): SQL;
+  rank(p: Placeholder): SQL;
+  /** A higher rank is a better match (PostgreSQL's ts_rank), or a lower one (FTS5's bm25). */
+  higherIsBetter: boolean;
+}
+
+/** One term of a list's order, as the keyset predicate compares it. */
+interface OrderTerm {
+  /** The value as ordered (text in binary order). */
+  ordered: SQL;
+  /** The value as tested for equality and NULL. */
+  value: SQL | Column;
+  notNull: boolean;
+  descending: boolean;
+}
+
+const fieldTerm = (d: ListDialect, { field, descending }: SortKey): OrderTerm => {
+  const column = d.column(field);
+  return { ordered: d.ordered(field), value: column, notNull: column.notNull, descending };
+};
 
 /** One filter as SQL over its placeholders. `ne` is null-safe; `contains`/`startsWith` are literal. */
 function conditionOf(d: ListDialect, { field, op, value }: Filter, params: Placeholder[]): SQL | undefined {
@@ -123,11 +152,11 @@ function conditionOf(d: ListDialect, { field, op, value }: Filter, params: Place
   }
 }
 
-/** Rows strictly after the cursor's value `p` in the key's order (NULL first ascending, last descending). */
-function strictlyAfter(d: ListDialect, { field, descending }: SortKey, p: Placeholder | undefined): SQL | undefined {
-  const column = d.column(field);
-  if (p === undefined) return descending ? sql`1 = 0` : isNotNull(column);
-  return descending ? or(lt(d.ordered(field), p), isNull(column)) : gt(d.ordered(field), p);
+/** Rows strictly after the cursor's value `p` in the term's order (NULL first ascending, last descending). */
+function strictlyAfter({ ordered, value, notNull, descending }: OrderTerm, p: Placeholder | undefined): SQL | undefined {
+  if (p === undefined) return descending ? sql`1 = 0` : isNotNull(value);
+  if (!descending) return gt(ordered, p);
+  return notNull ? lt(ordered, p) : or(lt(ordered, p), isNull(value));
 }
 
 /**
@@ -135,30 +164,24 @@ function strictlyAfter(d: ListDialect, { field, descending }: SortKey, p: Placeh
  * (undefined for a null value): a row-value comparison when it can use an index (one direction, no
  * NULLs in the cursor nor, descending, in the columns), else the expanded OR of prefixes.
  */
-function afterCursor(d: ListDialect, sort: SortKey[], params: (Placeholder | undefined)[]): SQL | undefined {
-  const first = sort[0] as SortKey;
+function afterCursor(terms: OrderTerm[], params: (Placeholder | undefined)[]): SQL | undefined {
+  const first = terms[0] as OrderTerm;
   // Descending, a NULL sorts after every value but a row-value comparison with it is NULL: only keys
   // that cannot hold NULL may take the shortcut then (ascending, NULLs come first and are passed already).
-  const shortcut = sort.every(
-    (k, i) => k.descending === first.descending && params[i] !== undefined && (!k.descending || d.column(k.field).notNull),
-  );
+  const shortcut = terms.every((t, i) => t.descending === first.descending && params[i] !== undefined && (!t.descending || t.notNull));
   if (shortcut) {
     const columns = sql.join(
-      sort.map((k) => sql`${d.ordered(k.field)}`),
+      terms.map((t) => t.ordered),
       sql`, `,
     );
     const values = sql.join(params as Placeholder[], sql`, `);
     return first.descending ? sql`(${columns}) < (${values})` : sql`(${columns}) > (${values})`;
   }
   return or(
-    ...sort.map((key, i) =>
+    ...terms.map((term, i) =>
       and(
-        ...sort
-          .slice(0, i)
-          .map((k, j) =>
-            params[j] === undefined ? isNull(d.column(k.field)) : sql`${d.column(k.field)} IS NOT DISTINCT FROM ${params[j]}`,
-          ),
-        strictlyAfter(d, key, params[i]),
+        ...terms.slice(0, i).map((t, j) => (params[j] === undefined ? isNull(t.value) : sql`${t.value} IS NOT DISTINCT FROM ${params[j]}`)),
+        strictlyAfter(term, params[i]),
       ),
     ),
   );
@@ -173,9 +196,9 @@ function shapeOf(query: ListQuery, scope: Scope | undefined, counting: boolean, 
   for (const { field, op, value } of query.filters) {
     filters += `${field.key}:${op}${op === 'in' ? (value as unknown[]).length : op === 'null' ? value : ''},`;
   }
-  const parts = `${filters}|${scope ? `scope:${scope.field}` : ''}`;
+  const parts = `${filters}|${scope ? `scope:${scope.field}` : ''}|${query.search ? 'q' : ''}`;
   if (counting) return `count|${parts}`;
-  let order = '';
+  let order = query.relevance ? 'relevance,' : '';
   for (const k of query.sort) order += `${k.descending ? '-' : ''}${k.field.key},`;
   const cursor = after ? after.map((v) => (v === null ? 'n' : 'v')).join('') : query.offset !== undefined ? 'offset' : '';
   return `rows|${parts}|${order}|${cursor}|${query.limit}`;
@@ -208,11 +231,16 @@ export interface ListPlan {
   offset?: Placeholder;
   /** The count's shape, parameters and WHERE, when the query asks for a count. */
   count?: { shape: string; params: Record<string, unknown>; where: () => SQL | undefined };
+  /** By relevance: the rank to select after the fields (the next cursor carries the last row's). */
+  rank?: () => SQL;
+  /** The query has `q`: the store lists from the kind joined to its search index, if it keeps one apart. */
+  searching: boolean;
 }
 
 /**
- * Binds a list query's values first, in one fixed order (filters, scope, cursor), so the SQL tree
- * is built only for a shape not yet prepared. `after` is the cursor's position (long values read back).
+ * Binds a list query's values first, in one fixed order (filters, scope, search, cursor), so the SQL
+ * tree is built only for a shape not yet prepared. `after` is the cursor's position (long values
+ * read back); `search` is how the store searches the kind, when the query has `q`.
  */
 export function planList(
   d: ListDialect,
@@ -220,6 +248,7 @@ export function planList(
   query: ListQuery,
   scope: Scope | undefined,
   after: unknown[] | undefined,
+  search?: SearchSql,
 ): ListPlan {
   const b = new Binder();
   const bound = query.filters.map((f) => {
@@ -230,22 +259,40 @@ export function planList(
   });
   const scopeField = scope && (resource.fields.find((f) => f.key === scope.field) as Field);
   const scopeParam = scope && b.bind(scope.value, d.column(scopeField as Field));
+  if (query.search && !search) throw new Error(`${resource.name} has no search index`);
+  const searchParam = query.search && search && b.bind(search.value(query.search.words));
   const countParams = query.count ? { ...b.params } : undefined;
-  const cursorParams = after?.map((value, i) => (value === null ? undefined : b.bind(value, d.column((query.sort[i] as SortKey).field))));
+  // By relevance the first cursor value is the rank, then one per sort key.
+  const sortOf = (i: number) => query.sort[query.relevance ? i - 1 : i] as SortKey;
+  const cursorParams = after?.map((value, i) =>
+    value === null ? undefined : query.relevance && i === 0 ? b.bind(value) : b.bind(value, d.column(sortOf(i).field)),
+  );
   if (query.offset !== undefined) b.params.offset = query.offset;
   const filters = () =>
     and(
       ...query.filters.map((f, i) => conditionOf(d, f, bound[i] as Placeholder[])),
       scopeField && eq(d.column(scopeField), scopeParam as Placeholder),
+      searchParam && search?.match(searchParam),
     );
+  const rank = query.relevance && search && searchParam ? () => search.rank(searchParam) : undefined;
+  const terms = (): OrderTerm[] => {
+    const fields = query.sort.map((key) => fieldTerm(d, key));
+    if (!rank || !search) return fields;
+    return [{ ordered: rank(), value: rank(), notNull: true, descending: search.higherIsBetter }, ...fields];
+  };
   return {
     shape: shapeOf(query, scope, false, after),
     params: b.params,
-    where: () => and(filters(), cursorParams && afterCursor(d, query.sort, cursorParams)),
-    orderBy: () => query.sort.map((key) => d.orderBy(key)),
+    where: () => and(filters(), cursorParams && afterCursor(terms(), cursorParams)),
+    orderBy: () => [
+      ...(rank ? [search?.higherIsBetter ? sql`${rank()} DESC` : sql`${rank()} ASC`] : []),
+      ...query.sort.map((key) => d.orderBy(key)),
+    ],
     limit: sql.raw(String(query.limit + 1)),
     offset: query.offset === undefined ? undefined : sql.placeholder('offset'),
     count: countParams && { shape: shapeOf(query, scope, true, undefined), params: countParams, where: filters },
+    rank,
+    searching: query.search !== undefined,
   };
 }
 
@@ -276,12 +323,26 @@ export function rankWithin(partition: Column, order: Column[]): SQL {
   return sql`row_number() OVER (PARTITION BY ${partition} ORDER BY ${sql.join(order, sql`, `)})`;
 }
 
-/** The page of a list's raw result (one row more than the limit was asked for, to tell whether more follow). */
-export function pageOf(values: unknown[][], limit: number, toRow: (values: unknown[]) => Row): { rows: Row[]; more: boolean } {
+/**
+ * The page of a list's raw result (one row more than the limit was asked for, to tell whether more
+ * follow); by relevance, each raw row ends with its rank (after the fields), and the last one's is kept.
+ */
+export function pageOf(
+  values: unknown[][],
+  limit: number,
+  toRow: (values: unknown[]) => Row,
+  ranked = false,
+): { rows: Row[]; more: boolean; rank?: number } {
   const more = values.length > limit;
   const rows: Row[] = new Array(more ? limit : values.length);
   for (let i = 0; i < rows.length; i++) rows[i] = toRow(values[i] as unknown[]);
-  return { rows, more };
+  const last = values[rows.length - 1];
+  return ranked && last ? { rows, more, rank: last.at(-1) as number } : { rows, more };
+}
+
+/** The selection of a list: every field, then the rank when it is ordered by relevance. */
+export function listSelection(selection: Record<string, SQL.Aliased>, plan: ListPlan): Record<string, SQL.Aliased> {
+  return plan.rank ? { ...selection, __rank: plan.rank().as('__rank') } : selection;
 }
 
 /** What a store writes for a kind: which fields each statement sets, and the defaults and timestamps it fills in. */
@@ -351,14 +412,14 @@ export function valuesOf(fields: Field[], row: Row, columnOf: (field: Field) => 
  * as the position is then unknown.
  */
 export function positionOf(
-  { sort, after, afterRowid }: ListQuery,
+  { sort, after, afterRowid, relevance }: ListQuery,
   readRow: (rowid: number) => MaybePromise<Row | undefined>,
 ): MaybePromise<unknown[] | undefined> {
   if (!after?.some((value) => value instanceof Digest)) return after;
   return then(afterRowid === undefined ? undefined : readRow(afterRowid), (row) =>
     after.map((value, i) => {
       if (!(value instanceof Digest)) return value;
-      const current = row?.[(sort[i] as SortKey).field.key];
+      const current = row?.[(sort[relevance ? i - 1 : i] as SortKey).field.key];
       if (typeof current === 'string' && digestOf(current) === value.digest) return current;
       throw new ApiError(
         'badRequest',

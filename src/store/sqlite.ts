@@ -2,9 +2,10 @@
 // and read back with toSQL(), rows keyed by field (no per-row mapping but for columns that need it).
 import type Database from 'better-sqlite3';
 import { and, asc, type Column, count, desc, eq, gt, inArray, lte, type SQL, sql } from 'drizzle-orm';
-import { SQLiteSyncDialect, type SQLiteTable } from 'drizzle-orm/sqlite-core';
+import { integer, real, SQLiteSyncDialect, type SQLiteTable, sqliteTable } from 'drizzle-orm/sqlite-core';
 import type { Db } from '../db/client.js';
 import { idempotencyKeys } from '../db/internal-schema.js';
+import { fts5Query, searchIndexName } from '../db/search.js';
 import { ApiError } from '../errors.js';
 import { KEY_TTL_MS, reusedKey } from '../idempotency.js';
 import type { Field, Id, KeyValue, Resource } from '../resources.js';
@@ -17,6 +18,8 @@ import {
   keyCondition,
   keyParams,
   type ListDialect,
+  type ListPlan,
+  listSelection,
   naturalOrder,
   pageOf,
   planList,
@@ -24,6 +27,7 @@ import {
   rankWithin,
   rowMaker,
   rowRules,
+  type SearchSql,
   selectionOf,
   toStatement,
   valuesOf,
@@ -91,6 +95,21 @@ const SQLITE_LIST: ListDialect = {
   among: (column, p) => sql`${column} IN (SELECT value FROM json_each(${p}))`,
   amongValue: (values) => JSON.stringify(values),
 };
+
+/**
+ * A searchable kind's FTS5 index (built by its migration, see src/db/search.ts) as drizzle names it,
+ * and how a list searches it: the MATCH of `q`'s words, and FTS5's rank (bm25: lower is better).
+ */
+function searchOf(resource: Resource): { index: ReturnType<typeof ftsTable>; sql: SearchSql } | undefined {
+  if (resource.searchable.length === 0) return undefined;
+  const index = ftsTable(searchIndexName(resource.name));
+  return {
+    index,
+    sql: { value: fts5Query, match: (p) => sql`${index} MATCH ${p}`, rank: () => sql`${index.rank}`, higherIsBetter: false },
+  };
+}
+
+const ftsTable = (name: string) => sqliteTable(name, { rowid: integer('rowid'), rank: real('rank') });
 
 function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, keys: KeyStatements, resource: Resource): KindStore {
   const table = resource.table as SQLiteTable;
@@ -160,6 +179,12 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
       : undefined;
   const listStatements = new Map<string, Prepared>();
   const countStatements = new Map<string, Prepared>();
+  const search = searchOf(resource);
+  /** A list's FROM joined to the kind's FTS5 index when it searches (the index's rowid is the key). */
+  const searching = <Q extends { innerJoin: (...args: never[]) => unknown }>(from: Q, plan: ListPlan): Q =>
+    plan.searching && search
+      ? (from.innerJoin as (table: SQLiteTable, on: SQL) => Q)(search.index, eq(search.index.rowid, keyColumns[0] as Column))
+      : from;
   /** Prepared on first use: only the 422 after a foreign-key failure reads them. */
   let parentStatements: Map<string, Database.Statement> | undefined;
 
@@ -305,22 +330,20 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
         const values = rowidStatements().byRowid.get(rowid) as unknown[] | undefined;
         return values && toRow(values);
       }) as unknown[] | undefined;
-      const plan = planList(SQLITE_LIST, resource, query, scope, after);
+      const plan = planList(SQLITE_LIST, resource, query, scope, after, search?.sql);
       const rows = cached(listStatements, plan.shape, () => {
-        const query = db
-          .select(selection)
-          .from(table)
+        const query = searching(db.select(listSelection(selection, plan)).from(table), plan)
           .where(plan.where())
           .orderBy(...plan.orderBy())
           .limit(plan.limit as never);
         return selecting(plan.offset ? query.offset(plan.offset as never) : query);
       });
-      const page = pageOf(rows.statement.all(rows.args(plan.params)) as unknown[][], query.limit, toRow);
+      const page = pageOf(rows.statement.all(rows.args(plan.params)) as unknown[][], query.limit, toRow, query.relevance);
       let total: number | undefined;
       if (plan.count) {
         const { shape, params, where } = plan.count;
         const counter = cached(countStatements, shape, () => {
-          const prepared = prepare(sqlite, db.select({ n: count() }).from(table).where(where()));
+          const prepared = prepare(sqlite, searching(db.select({ n: count() }).from(table), plan).where(where()));
           prepared.statement.pluck();
           return prepared;
         });

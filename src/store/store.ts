@@ -22,6 +22,8 @@ export interface Page {
   total?: number;
   /** The rowid of one of `rows` (for a cursor that cannot carry a long sort value). */
   rowidOf: (row: Row) => number;
+  /** By relevance: the search rank of the last row (the next page's cursor carries it). */
+  rank?: number;
 }
 
 /**

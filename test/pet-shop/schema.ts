@@ -1,6 +1,7 @@
 // The tests' own copy of the pet shop src/db/schema.ts ships, so that a user's schema change never
 // breaks the project's tests; `npm run db:generate:test` keeps test/pet-shop/migrations/ in step.
 import { index, integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+import { searchable } from '../../src/db/search.js';
 
 const now = () => new Date().toISOString();
 
@@ -17,6 +18,9 @@ export const users = sqliteTable('users', {
   ...timestamps,
 });
 
+/** `q=` searches users by name (an FTS5 index on SQLite, tsvector on PostgreSQL: see the README's "Search"). */
+export const usersSearch = searchable(users, ['name']);
+
 export const pets = sqliteTable(
   'pets',
   {
@@ -28,6 +32,9 @@ export const pets = sqliteTable(
   },
   (t) => [index('pets_owner_id_idx').on(t.ownerId)],
 );
+
+/** `q=` searches pets by name. */
+export const petsSearch = searchable(pets, ['name']);
 
 export const orders = sqliteTable(
   'orders',

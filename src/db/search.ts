@@ -1,0 +1,141 @@
+// Full-text search (API.md §5 "Search"): the declaration schema.ts makes next to a table, and the one
+// place that spells its index in SQL: an FTS5 external-content table kept by triggers (SQLite), a
+// generated tsvector column with a GIN index (PostgreSQL), and each engine's literal query syntax.
+import { getTableColumns } from 'drizzle-orm';
+import { getTableConfig, type SQLiteTable } from 'drizzle-orm/sqlite-core';
+
+const DECLARATION = Symbol.for('restable.searchable');
+
+/** `q=` searches these text fields of `table` (SQL column names, in declaration order). */
+export interface SearchDeclaration {
+  readonly [DECLARATION]: true;
+  readonly table: SQLiteTable;
+  /** The fields' keys, as schema.ts names them. */
+  readonly fields: readonly string[];
+}
+
+/**
+ * Marks text fields of a table as searchable by `q=` (declare it next to the table in schema.ts):
+ * `export const usersSearch = searchable(users, ['name']);`. `npm run db:generate` writes the
+ * migration that builds the index; `npm run db:check` fails while the committed ones do not match.
+ */
+export function searchable<T extends SQLiteTable>(table: T, fields: (keyof T['_']['columns'] & string)[]): SearchDeclaration {
+  return { [DECLARATION]: true, table, fields: [...fields] };
+}
+
+export function isSearchDeclaration(value: unknown): value is SearchDeclaration {
+  return typeof value === 'object' && value !== null && (value as Partial<SearchDeclaration>)[DECLARATION] === true;
+}
+
+/** The searchable tables of a schema, by SQL table name: the key column and the searchable columns (the state migrations reach). */
+export type SearchState = Record<string, { key: string; columns: string[] }>;
+
+/** What the declarations of a schema module ask for, as SQL names (checked for sense by the registry at start). */
+export function searchStateOf(schema: Record<string, unknown>): SearchState {
+  const state: SearchState = {};
+  for (const declaration of Object.values(schema).filter(isSearchDeclaration)) {
+    const config = getTableConfig(declaration.table);
+    const columns = getTableColumns(declaration.table);
+    const key = config.columns.find((c) => c.primary)?.name ?? '';
+    state[config.name] = { key, columns: declaration.fields.map((field) => columns[field]?.name ?? field) };
+  }
+  return state;
+}
+
+/** The table (SQLite) or index (PostgreSQL) that holds a table's search index: restable's own name. */
+export const searchIndexName = (table: string) => `restable_search_${table}`;
+/** PostgreSQL: the generated tsvector column added to a searchable table. */
+export const SEARCH_COLUMN = 'restable_search';
+/** PostgreSQL: the immutable function that turns text into the indexed words (unaccented, ASCII punctuation as spaces). */
+const PG_FUNCTION = 'restable_search_words';
+/** ASCII punctuation: PostgreSQL's parser would read e-mail addresses, hosts, paths and numbers out of it, SQLite's does not. */
+const PUNCTUATION = '!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~';
+
+const ident = (name: string) => `"${name.replaceAll('"', '""')}"`;
+const literal = (text: string) => `'${text.replaceAll("'", "''")}'`;
+
+/** How one engine builds (`create`) and removes (`drop`) a table's index. */
+export type SearchStatements = (table: string, index: SearchState[string]) => { create: string[]; drop: string[] };
+
+/** SQLite: an FTS5 table over `columns`, its rowid the table's `key`, kept in step by three triggers. */
+export const sqliteSearchStatements: SearchStatements = (table, { key, columns }) => {
+  const fts = searchIndexName(table);
+  const list = columns.map(ident).join(', ');
+  const of = (row: 'new' | 'old') => columns.map((c) => `${row}.${ident(c)}`).join(', ');
+  const remove = `INSERT INTO ${ident(fts)}(${ident(fts)}, rowid, ${list}) VALUES ('delete', old.${ident(key)}, ${of('old')});`;
+  const add = `INSERT INTO ${ident(fts)}(rowid, ${list}) VALUES (new.${ident(key)}, ${of('new')});`;
+  const trigger = (what: string) => ident(`${fts}_${what}`);
+  return {
+    create: [
+      `CREATE VIRTUAL TABLE ${ident(fts)} USING fts5(${list}, content=${literal(table)}, content_rowid=${literal(key)}, tokenize='unicode61 remove_diacritics 2')`,
+      `CREATE TRIGGER ${trigger('insert')} AFTER INSERT ON ${ident(table)} BEGIN ${add} END`,
+      `CREATE TRIGGER ${trigger('delete')} AFTER DELETE ON ${ident(table)} BEGIN ${remove} END`,
+      `CREATE TRIGGER ${trigger('update')} AFTER UPDATE OF ${ident(key)}, ${list} ON ${ident(table)} BEGIN ${remove} ${add} END`,
+      `INSERT INTO ${ident(fts)}(${ident(fts)}) VALUES ('rebuild')`,
+    ],
+    drop: [
+      ...['insert', 'delete', 'update'].map((what) => `DROP TRIGGER IF EXISTS ${trigger(what)}`),
+      `DROP TABLE IF EXISTS ${ident(fts)}`,
+    ],
+  };
+};
+
+/** PostgreSQL: a generated tsvector column over `columns` and a GIN index on it. */
+export const pgSearchStatements: SearchStatements = (table, { columns }) => {
+  const text = columns.map((c) => `coalesce(${ident(c)}, '')`).join(` || ' ' || `);
+  return {
+    create: [
+      // unaccent is a trusted extension (PostgreSQL ≥ 13): a database owner may create it. The function's
+      // SQL-standard body (PostgreSQL ≥ 14) binds unaccent when it is created, whatever the search_path later.
+      'CREATE EXTENSION IF NOT EXISTS unaccent',
+      `CREATE OR REPLACE FUNCTION ${PG_FUNCTION}(text) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURN to_tsvector('simple'::regconfig, translate(unaccent($1), ${literal(PUNCTUATION)}, repeat(' ', ${PUNCTUATION.length})))`,
+      `ALTER TABLE ${ident(table)} ADD COLUMN ${ident(SEARCH_COLUMN)} tsvector GENERATED ALWAYS AS (${PG_FUNCTION}(${text})) STORED`,
+      `CREATE INDEX ${ident(searchIndexName(table))} ON ${ident(table)} USING gin (${ident(SEARCH_COLUMN)})`,
+    ],
+    drop: [
+      `DROP INDEX IF EXISTS ${ident(searchIndexName(table))}`,
+      `ALTER TABLE IF EXISTS ${ident(table)} DROP COLUMN IF EXISTS ${ident(SEARCH_COLUMN)}`,
+    ],
+  };
+};
+
+/**
+ * The statements that take the index from the state `from` (what the committed migrations built) to
+ * `to` (what the schema declares): a table whose fields changed is dropped and built again.
+ */
+export function searchChanges(from: SearchState, to: SearchState, statementsOf: SearchStatements): string[] {
+  const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+  const statements: string[] = [];
+  for (const [table, index] of Object.entries(from)) if (!same(index, to[table])) statements.push(...statementsOf(table, index).drop);
+  for (const [table, index] of Object.entries(to)) if (!same(index, from[table])) statements.push(...statementsOf(table, index).create);
+  return [...new Set(statements)]; // what every index needs first (PostgreSQL's extension and function) once
+}
+
+/** Whether a word of `q` holds something to search for: a letter or a digit (emoji and punctuation alone are not indexed). */
+export const hasWordCharacters = (word: string) => /[\p{L}\p{N}\p{Co}]/u.test(word);
+
+/**
+ * `q`'s words as an FTS5 query: each one a quoted string, which FTS5 reads with the index's own
+ * tokenizer and never as syntax (a word of several tokens, `e-mail`, is a phrase); all required; the
+ * last one also a prefix.
+ */
+export function fts5Query(words: readonly string[]): string {
+  return words.map((word, i) => `"${word.replaceAll('"', '""')}"${i === words.length - 1 ? '*' : ''}`).join(' ');
+}
+
+/**
+ * `q`'s words as a tsquery: folded as restable_search_words folds the text it indexes (accents off,
+ * lower case, split at anything but letters and digits), each lexeme quoted (never syntax), all
+ * required (&), the last one also a prefix (:*).
+ */
+export function tsQuery(words: readonly string[]): string {
+  const lexemes = words.flatMap(
+    (word) =>
+      word
+        .normalize('NFD')
+        .replace(/\p{M}+/gu, '')
+        .toLowerCase()
+        .match(/[\p{L}\p{N}\p{Co}]+/gu) ?? [],
+  );
+  return lexemes.map((lexeme, i) => `'${lexeme}'${i === lexemes.length - 1 ? ':*' : ''}`).join(' & ');
+}
