@@ -308,4 +308,56 @@ test('bounds: filters, in values per list and in all, sort fields; each a 400 na
   assert.match(sortErrors[0]?.message ?? '', String(QUERY_LIMITS.sortFields));
 });
 
+test('q: whitespace-separated words kept literally, those without a letter or digit dropped', () => {
+  const query = parseListQuery(users, { q: '  Ada  "love*  🐶 NEAR(x) -- ' });
+  assert.equal(query.search?.words, ['Ada', '"love*', 'NEAR(x)']);
+  assert.is(query.relevance, false);
+  assert.is(parseListQuery(users, {}).search, undefined);
+});
+
+test('q: refused on a kind without searchable fields, without words, repeated, or past its limits', () => {
+  const orders = kind('orders');
+  assert.match(rejected(orders, { q: 'x' })[0]?.message ?? '', /no searchable fields/);
+  for (const q of ['', '   ', '🐶 *', '"" -'])
+    assert.equal(
+      rejected(users, { q }).map((e) => e.path),
+      ['q'],
+      q,
+    );
+  assert.match(rejected(users, { q: ['a', 'b'] })[0]?.message ?? '', /more than once/);
+  const many = Array.from({ length: QUERY_LIMITS.searchWords + 1 }, (_, i) => `w${i}`).join(' ');
+  assert.match(rejected(users, { q: many })[0]?.message ?? '', /33 words/);
+  assert.match(rejected(users, { q: 'x'.repeat(QUERY_LIMITS.searchWordLength + 1) })[0]?.message ?? '', /longer than 100/);
+  assert.is(parseListQuery(users, { q: 'x'.repeat(QUERY_LIMITS.searchWordLength) }).search?.words.length, 1);
+});
+
+test('sort=relevance: first, ascending, with q only; the fields after it and the key follow', () => {
+  const query = parseListQuery(users, { q: 'ada', sort: 'relevance,-name' });
+  assert.is(query.relevance, true);
+  assert.equal(
+    query.sort.map((k) => [k.field.key, k.descending]),
+    [
+      ['name', true],
+      ['id', false],
+    ],
+  );
+  assert.match(rejected(users, { sort: 'relevance' })[0]?.message ?? '', /only a search has/);
+  assert.match(rejected(users, { q: 'ada', sort: '-relevance' })[0]?.message ?? '', /best match first/);
+  assert.match(rejected(users, { q: 'ada', sort: 'name,relevance' })[0]?.message ?? '', /comes first/);
+});
+
+test('a relevance cursor carries the rank first and is refused by another order or search', () => {
+  const query = parseListQuery(users, { q: 'ada', sort: 'relevance' }, { cursors });
+  const cursor = encodeCursor(query, { id: 7, name: 'Ada' }, cursors, noRowid, -1.25);
+  assert.equal(parseListQuery(users, { q: 'ada', sort: 'relevance', cursor }, { cursors }).after, [-1.25, 7]);
+  assert.equal(
+    rejected(users, { q: 'ada', cursor }).map((e) => e.path),
+    ['cursor'],
+  );
+  assert.equal(
+    rejected(users, { q: 'grace', sort: 'relevance', cursor }).map((e) => e.path),
+    ['cursor'],
+  );
+});
+
 test.run();

@@ -189,6 +189,19 @@ lists('q combines with filters and count=true', async ({ service }) => {
   assert.is(brave.headers.get('x-total-count'), String(all.filter((p) => /brave/.test(p.name as string)).length));
 });
 
+lists('q shapes with fields and expand like any list', async ({ service, owners }) => {
+  const reply = await service.request('GET', '/pets?q=brave&fields=id,name&expand=owner&limit=2');
+  assert.is(reply.status, 200, reply.text);
+  assert.is(reply.body.length, 2);
+  for (const pet of reply.body) {
+    assert.equal(Object.keys(pet), ['id', 'name', 'owner']);
+    assert.match(pet.name, /brave/);
+    assert.ok(owners.includes(pet.owner.id));
+  }
+  const paged = await walk(service, '/pets?q=brave&fields=name&limit=2');
+  assert.ok(paged.length > 2 && paged.every((p) => /brave/.test(p.name as string)));
+});
+
 lists('q on a related list searches that parent children only', async ({ service, owners }) => {
   const [first] = owners as [number];
   const mine = await walk(service, `/users/${first}/pets?q=rex&limit=5`);
@@ -293,6 +306,30 @@ writes('a search is answered from the index (the query plan uses it)', async ({ 
   }
 });
 
+const unbuilt = suite<{ service: Service }>('a search index its migration has not built');
+
+unbuilt.before(async (ctx) => {
+  ctx.service = await startService();
+  // As if the service had started before the index's migration ran.
+  const drops =
+    BACKEND === 'sqlite'
+      ? ['insert', 'delete', 'update'].map((t) => `DROP TRIGGER restable_search_pets_${t}`).concat('DROP TABLE restable_search_pets')
+      : ['ALTER TABLE pets DROP COLUMN restable_search'];
+  for (const statement of drops) await ctx.service.sql(statement);
+});
+
+unbuilt.after(async (ctx) => ctx.service?.close());
+
+unbuilt('a search is a 503 that says to apply the migrations; the rest of the kind is served', async ({ service }) => {
+  const reply = await service.request('GET', '/pets?q=rex');
+  assert.is(reply.status, 503, reply.text);
+  assert.match(reply.body.detail, /search index is not built; apply the migrations/);
+  assert.is((await service.request('GET', '/pets?q=rex&count=true')).status, 503);
+  assert.is((await service.request('GET', '/pets')).status, 200);
+  assert.is((await service.request('GET', '/users?q=ada')).status, 200);
+});
+
 words.run();
 lists.run();
 writes.run();
+unbuilt.run();

@@ -35,7 +35,7 @@ import {
   toStatement,
   valuesOf,
 } from './sql.js';
-import { type KindStore, notFound, type Page, type Store } from './store.js';
+import { type KindStore, notFound, type Page, refusals, type Store } from './store.js';
 
 /** A transaction that lost a serialization race or a deadlock is run again this many times in all, then a 503. */
 const MAX_ATTEMPTS = 3;
@@ -268,6 +268,10 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
     try {
       return await withConnection(pool, work);
     } catch (error) {
+      // A search before the index's migration ran: its column is not there yet.
+      if ((error as PgError).code === '42703' && search && (error as Error).message.includes(SEARCH_COLUMN)) {
+        throw refusals.searchIndexMissing(resource, error);
+      }
       if ((error as PgError).code?.startsWith('22')) {
         if (missing) return missing();
         throw new ApiError('badRequest', `A query value cannot be compared with ${resource.name}'s fields: ${(error as Error).message}.`);

@@ -185,6 +185,15 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
     plan.searching && search
       ? (from.innerJoin as (table: SQLiteTable, on: SQL) => Q)(search.index, eq(search.index.rowid, keyColumns[0] as Column))
       : from;
+  /** Prepares a list statement; one that searches before the index's migration ran is a 503 that says so. */
+  const preparing = (plan: ListPlan, build: () => Prepared): Prepared => {
+    try {
+      return build();
+    } catch (error) {
+      const missing = plan.searching && search && sqliteErrorOf(error)?.message.includes(`no such table: ${searchIndexName(resource.name)}`);
+      throw missing ? refusals.searchIndexMissing(resource, error) : error;
+    }
+  };
   /** Prepared on first use: only the 422 after a foreign-key failure reads them. */
   let parentStatements: Map<string, Database.Statement> | undefined;
 
@@ -331,22 +340,26 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
         return values && toRow(values);
       }) as unknown[] | undefined;
       const plan = planList(SQLITE_LIST, resource, query, scope, after, search?.sql);
-      const rows = cached(listStatements, plan.shape, () => {
-        const query = searching(db.select(listSelection(selection, plan)).from(table), plan)
-          .where(plan.where())
-          .orderBy(...plan.orderBy())
-          .limit(plan.limit as never);
-        return selecting(plan.offset ? query.offset(plan.offset as never) : query);
-      });
+      const rows = cached(listStatements, plan.shape, () =>
+        preparing(plan, () => {
+          const query = searching(db.select(listSelection(selection, plan)).from(table), plan)
+            .where(plan.where())
+            .orderBy(...plan.orderBy())
+            .limit(plan.limit as never);
+          return selecting(plan.offset ? query.offset(plan.offset as never) : query);
+        }),
+      );
       const page = pageOf(rows.statement.all(rows.args(plan.params)) as unknown[][], query.limit, toRow, query.relevance);
       let total: number | undefined;
       if (plan.count) {
         const { shape, params, where } = plan.count;
-        const counter = cached(countStatements, shape, () => {
-          const prepared = prepare(sqlite, searching(db.select({ n: count() }).from(table), plan).where(where()));
-          prepared.statement.pluck();
-          return prepared;
-        });
+        const counter = cached(countStatements, shape, () =>
+          preparing(plan, () => {
+            const prepared = prepare(sqlite, searching(db.select({ n: count() }).from(table), plan).where(where()));
+            prepared.statement.pluck();
+            return prepared;
+          }),
+        );
         total = (counter.statement.get(counter.args(params)) as number | undefined) ?? 0;
       }
       return { ...page, total, rowidOf };

@@ -114,6 +114,12 @@ export const refusals = {
     }),
   constraint: (resource: Resource, cause: unknown) =>
     new ApiError('unprocessable', `The ${resource.name} element breaks a constraint of its table.`, { cause }),
+  /** A searchable kind whose index its migrations have not built yet (the service started before they ran). */
+  searchIndexMissing: (resource: Resource, cause: unknown) =>
+    new ApiError('unavailable', `Search on ${resource.name} is unavailable: its search index is not built; apply the migrations.`, {
+      headers: { 'Retry-After': '60' },
+      cause,
+    }),
   /** The database is unreachable, overloaded or cannot write now: retry shortly. */
   unavailable: (detail: string, cause?: unknown) => new ApiError('unavailable', detail, { headers: { 'Retry-After': '1' }, cause }),
 };
