@@ -9,7 +9,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import pino, { type Logger } from 'pino';
@@ -312,6 +312,15 @@ function start(script: string, install: string, env: Record<string, string>, arg
   return child;
 }
 
+/**
+ * The pet shop's schema.ts as text, to copy elsewhere: its import of searchable() (relative to
+ * test/pet-shop/) pointed at `searchModule` instead (by default the sources', wherever the copy is).
+ */
+export function petShopSchemaSource(searchModule = pathToFileURL(join(ROOT, 'src', 'db', 'search.js')).href): string {
+  const source = readFileSync(join(ROOT, 'test', 'pet-shop', 'schema.ts'), 'utf8');
+  return source.replace("'../../src/db/search.js'", JSON.stringify(searchModule).replaceAll('"', "'"));
+}
+
 let petShopInstall: Promise<string> | undefined;
 
 /**
@@ -332,10 +341,10 @@ function installPetShop(): Promise<string> {
     cpSync(join(ROOT, 'package.json'), join(dir, 'package.json'));
     symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
     const { default: ts } = await import('typescript');
-    const source = readFileSync(join(ROOT, 'test', 'pet-shop', 'schema.ts'), 'utf8');
+    // In the install, searchable() sits next to the schema, as it does for src/db/schema.ts.
+    const source = petShopSchemaSource('./search.js');
     const compiled = ts.transpileModule(source, { compilerOptions: { module: ts.ModuleKind.ES2022, target: ts.ScriptTarget.ES2022 } });
-    // The copy imports searchable() from the sources; in the install it sits next to it, as schema.ts does.
-    writeFileSync(join(dir, 'dist', 'db', 'schema.js'), compiled.outputText.replace("'../../src/db/search.js'", "'./search.js'"));
+    writeFileSync(join(dir, 'dist', 'db', 'schema.js'), compiled.outputText);
     return dir;
   })();
   return petShopInstall;

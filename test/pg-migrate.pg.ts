@@ -12,7 +12,7 @@ import { MIGRATIONS_FOLDER, MigrationError } from '../src/db/migrate.js';
 import { applyPgMigrations, PG_MIGRATIONS_FOLDER, pgMigrationStatus } from '../src/db/pg-migrate.js';
 import { closePostgres, openPostgres, type PostgresHandle } from '../src/db/postgres.js';
 import * as userSchema from '../src/db/schema.js';
-import { PET_SHOP_MIGRATIONS, ROOT, runScript, withTempDir } from './helpers.js';
+import { PET_SHOP_MIGRATIONS, petShopSchemaSource, ROOT, runScript, withTempDir } from './helpers.js';
 import * as petShop from './pet-shop/schema.js';
 
 const ADMIN_URL = process.env.TEST_DATABASE_URL;
@@ -71,7 +71,7 @@ async function bookkeepingRows(handle: PostgresHandle): Promise<number> {
  */
 function petShopCopy(dir: string, edit: (source: string) => string) {
   const schema = join(dir, 'schema.ts');
-  writeFileSync(schema, edit(readFileSync(join(ROOT, 'test', 'pet-shop', 'schema.ts'), 'utf8')));
+  writeFileSync(schema, edit(petShopSchemaSource()));
   cpSync(PET_SHOP_MIGRATIONS, join(dir, 'migrations'), { recursive: true });
   writeFileSync(join(dir, 'package.json'), '{ "type": "module" }');
   symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');

@@ -264,7 +264,7 @@ async function main(): Promise<number> {
     console.log(
       tag
         ? `${what}: wrote ${shown(join(folder, `${tag}.sql`))} (${statements.length} statement(s))`
-        : `${what}: no changes, nothing written to ${shown(folder)}`,
+        : `${what}: no schema changes, nothing written to ${shown(folder)}`,
     );
   report('PostgreSQL', pgFolder, await generatePgMigration(schema, pgFolder, name));
   // The search indexes follow the tables they index (a new searchable table is created just before).

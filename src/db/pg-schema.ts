@@ -9,7 +9,6 @@ import {
   doublePrecision,
   foreignKey,
   index,
-  jsonb,
   numeric,
   type PgColumnBuilderBase,
   type PgTable,
@@ -30,7 +29,17 @@ const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () =>
 const base64Bytea = customType<{ data: string; driverData: Buffer }>({
   dataType: () => 'bytea',
   toDriver: (value) => Buffer.from(value, 'base64'),
-  fromDriver: (value) => value.toString('base64'),
+  // A view may hand back what its query made of the bytes (text): served as it comes.
+  fromDriver: (value) => (Buffer.isBuffer(value) ? value.toString('base64') : String(value)),
+});
+/**
+ * Any JSON value as jsonb. node-postgres already parses jsonb into values; drizzle's own jsonb
+ * would parse a string value again (the string "1" read back as the number 1), so this one does not.
+ */
+const json = customType<{ data: unknown; driverData: string }>({
+  dataType: () => 'jsonb',
+  toDriver: (value) => JSON.stringify(value),
+  fromDriver: (value) => value,
 });
 
 /**
@@ -43,7 +52,7 @@ function builderOf(column: SQLiteColumn, serverAssigned: boolean): PgColumnBuild
   // A column without a type keeps each value's JSON type (a number stays a number) as jsonb.
   const custom = customKindOf(column);
   if (custom === 'bytes') return base64Bytea(name);
-  if (custom === 'untyped') return jsonb(name);
+  if (custom === 'untyped') return json(name);
   switch (column.columnType) {
     case 'SQLiteInteger': {
       const integer = bigint(name, { mode: 'number' });
@@ -63,7 +72,7 @@ function builderOf(column: SQLiteColumn, serverAssigned: boolean): PgColumnBuild
       return numeric(name, { mode: 'bigint' });
     case 'SQLiteTextJson':
     case 'SQLiteBlobJson':
-      return jsonb(name);
+      return json(name);
     case 'SQLiteBigInt':
       return bigint(name, { mode: 'bigint' });
     case 'SQLiteBlobBuffer':
