@@ -101,6 +101,21 @@ export async function request(base: string, method: string, path: string, option
   return { status: response.status, headers: response.headers, text, body: parsed };
 }
 
+/** The URL of the next page a list's `Link` header names, if any. */
+export const nextLink = (reply: Reply) => /^<([^>]+)>; rel="next"$/.exec(reply.headers.get('link') ?? '')?.[1];
+
+/** Every element of a list, page after page through the `Link` headers (each page must be a 200). */
+export async function walkList(service: Service, path: string): Promise<Record<string, unknown>[]> {
+  const rows: Record<string, unknown>[] = [];
+  for (let at: string | undefined = path; at; ) {
+    const reply = await service.request('GET', at);
+    if (reply.status !== 200) throw new Error(`GET ${at}: ${reply.status} ${reply.text}`);
+    rows.push(...reply.body);
+    at = nextLink(reply);
+  }
+  return rows;
+}
+
 export interface Service {
   url: string;
   app: App;

@@ -4,23 +4,9 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { created, userSample } from './fixtures.js';
-import { BACKEND, type Reply, type Service, startService } from './helpers.js';
+import { BACKEND, nextLink, type Reply, type Service, startService, walkList } from './helpers.js';
 
 type Row = Record<string, unknown>;
-
-const next = (reply: Reply) => /^<([^>]+)>; rel="next"$/.exec(reply.headers.get('link') ?? '')?.[1];
-
-/** Every element of a list, page after page through the Link headers. */
-async function walk(service: Service, path: string): Promise<Row[]> {
-  const rows: Row[] = [];
-  for (let at: string | undefined = path; at; ) {
-    const reply = await service.request('GET', at);
-    assert.is(reply.status, 200, `${at}: ${reply.text}`);
-    rows.push(...reply.body);
-    at = next(reply);
-  }
-  return rows;
-}
 
 /** The names a search finds (in the order given). */
 async function found(service: Service, query: string): Promise<string[]> {
@@ -178,7 +164,7 @@ lists.before(async (ctx) => {
 lists.after(async (ctx) => ctx.service?.close());
 
 lists('q combines with filters and count=true', async ({ service }) => {
-  const all = await walk(service, '/pets?q=rex&limit=1000');
+  const all = await walkList(service, '/pets?q=rex&limit=1000');
   assert.is(all.length, 22);
   const dogs = await service.request('GET', '/pets?q=rex&species=dog&count=true');
   assert.is(dogs.status, 200, dogs.text);
@@ -198,31 +184,31 @@ lists('q shapes with fields and expand like any list', async ({ service, owners 
     assert.match(pet.name, /brave/);
     assert.ok(owners.includes(pet.owner.id));
   }
-  const paged = await walk(service, '/pets?q=brave&fields=name&limit=2');
+  const paged = await walkList(service, '/pets?q=brave&fields=name&limit=2');
   assert.ok(paged.length > 2 && paged.every((p) => /brave/.test(p.name as string)));
 });
 
 lists('q on a related list searches that parent children only', async ({ service, owners }) => {
   const [first] = owners as [number];
-  const mine = await walk(service, `/users/${first}/pets?q=rex&limit=5`);
+  const mine = await walkList(service, `/users/${first}/pets?q=rex&limit=5`);
   assert.ok(mine.length > 0);
   assert.ok(mine.every((p) => p.ownerId === first && /rex/i.test(p.name as string)));
-  const all = await walk(service, '/pets?q=rex&limit=1000');
+  const all = await walkList(service, '/pets?q=rex&limit=1000');
   assert.is(mine.length, all.filter((p) => p.ownerId === first).length);
 });
 
 lists('a cursor walk over a search, by key and by a field, has no duplicates or gaps', async ({ service }) => {
-  const whole = await walk(service, '/pets?q=rex&limit=1000');
+  const whole = await walkList(service, '/pets?q=rex&limit=1000');
   for (const order of ['', '&sort=-name', '&sort=species,-id']) {
-    const paged = await walk(service, `/pets?q=rex&limit=4${order}`);
+    const paged = await walkList(service, `/pets?q=rex&limit=4${order}`);
     assert.is(paged.length, whole.length, order);
     assert.equal(sorted(paged.map((p) => String(p.id))), sorted(whole.map((p) => String(p.id))), order);
-    assert.equal(paged, await walk(service, `/pets?q=rex&limit=1000${order}`), order);
+    assert.equal(paged, await walkList(service, `/pets?q=rex&limit=1000${order}`), order);
   }
 });
 
 lists('sort=relevance: best match first, ties by key, paged stably', async ({ service }) => {
-  const ranked = await walk(service, '/pets?q=rex&sort=relevance&limit=1000');
+  const ranked = await walkList(service, '/pets?q=rex&sort=relevance&limit=1000');
   assert.is(ranked.length, 22);
   // Names with "Rex" twice come before those with it once; within each, the key orders.
   const twice = ranked.filter((p) => /^Rex Rex/.test(p.name as string));
@@ -232,17 +218,17 @@ lists('sort=relevance: best match first, ties by key, paged stably', async ({ se
     ids(twice),
     [...ids(twice)].sort((a, b) => a - b),
   );
-  const paged = await walk(service, '/pets?q=rex&sort=relevance&limit=3');
+  const paged = await walkList(service, '/pets?q=rex&sort=relevance&limit=3');
   assert.equal(ids(paged), ids(ranked));
   // Relevance then a field: the field orders within each rank.
-  const byName = await walk(service, '/pets?q=rex&sort=relevance,-name&limit=5');
+  const byName = await walkList(service, '/pets?q=rex&sort=relevance,-name&limit=5');
   assert.is(byName.length, 22);
   assert.equal(sorted(ids(byName).map(String)), sorted(ids(ranked).map(String)));
 });
 
 lists('a cursor belongs to its search: another q or order refuses it', async ({ service }) => {
   const first = await service.request('GET', '/pets?q=rex&sort=relevance&limit=2');
-  const link = next(first) as string;
+  const link = nextLink(first) as string;
   const cursor = new URL(link, 'http://x').searchParams.get('cursor') as string;
   assertBad(await service.request('GET', `/pets?q=spot&sort=relevance&limit=2&cursor=${cursor}`), 'cursor');
   assertBad(await service.request('GET', `/pets?q=rex&limit=2&cursor=${cursor}`), 'cursor');

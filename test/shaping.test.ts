@@ -3,22 +3,9 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { created, petSample, userSample } from './fixtures.js';
-import { type Reply, type Service, startService } from './helpers.js';
+import { nextLink, type Reply, type Service, startService, walkList } from './helpers.js';
 
 type Row = Record<string, unknown>;
-
-const next = (reply: Reply) => /^<([^>]+)>; rel="next"$/.exec(reply.headers.get('link') ?? '')?.[1];
-
-async function walk(service: Service, path: string): Promise<Row[]> {
-  const rows: Row[] = [];
-  for (let at: string | undefined = path; at; ) {
-    const reply = await service.request('GET', at);
-    assert.is(reply.status, 200, reply.text);
-    rows.push(...reply.body);
-    at = next(reply);
-  }
-  return rows;
-}
 
 function assertBadFields(reply: Reply): void {
   assert.is(reply.status, 400, reply.text);
@@ -70,13 +57,13 @@ fields('an element ETag is that of the bytes sent', async ({ service, owner }) =
 });
 
 fields('paging is the same whatever the fields; a cursor made with fields continues without them', async ({ service }) => {
-  const all = (await walk(service, '/pets?limit=2&sort=-name')).map((p) => p.name);
-  const named = (await walk(service, '/pets?limit=2&sort=-name&fields=name')).map((p) => p.name);
+  const all = (await walkList(service, '/pets?limit=2&sort=-name')).map((p) => p.name);
+  const named = (await walkList(service, '/pets?limit=2&sort=-name&fields=name')).map((p) => p.name);
   assert.equal(named, all);
   const first = await service.request('GET', '/pets?limit=2&sort=-name&fields=species');
   for (const pet of first.body) assert.equal(Object.keys(pet), ['species']);
-  const cursor = new URL(next(first) as string, 'http://x').searchParams.get('cursor') as string;
-  const rest = await walk(service, `/pets?limit=2&sort=-name&cursor=${encodeURIComponent(cursor)}`);
+  const cursor = new URL(nextLink(first) as string, 'http://x').searchParams.get('cursor') as string;
+  const rest = await walkList(service, `/pets?limit=2&sort=-name&cursor=${encodeURIComponent(cursor)}`);
   assert.equal(
     rest.map((p) => p.name),
     all.slice(2),
@@ -153,7 +140,7 @@ expand(
     assert.equal((byId.get(lonely) as Row).pets, []);
     const pets = (byId.get(busy) as Row).pets as Row[];
     assert.is(pets.length, 100);
-    const all = await walk(service, `/users/${busy}/pets?limit=1000`);
+    const all = await walkList(service, `/users/${busy}/pets?limit=1000`);
     assert.is(all.length, 101);
     assert.equal(
       pets.map((p) => p.id),
@@ -212,8 +199,8 @@ function assertBadExpand(reply: Reply): void {
 }
 
 expand('paging is unaffected: the next link keeps expand, and the pages are the same', async ({ service }) => {
-  const plain = (await walk(service, '/pets?limit=7')).map((p) => p.id);
-  const expanded = await walk(service, '/pets?limit=7&expand=owner');
+  const plain = (await walkList(service, '/pets?limit=7')).map((p) => p.id);
+  const expanded = await walkList(service, '/pets?limit=7&expand=owner');
   assert.equal(
     expanded.map((p) => p.id),
     plain,
