@@ -190,7 +190,8 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
     try {
       return build();
     } catch (error) {
-      const missing = plan.searching && search && sqliteErrorOf(error)?.message.includes(`no such table: ${searchIndexName(resource.name)}`);
+      const missing =
+        plan.searching && search && sqliteErrorOf(error)?.message.includes(`no such table: ${searchIndexName(resource.name)}`);
       throw missing ? refusals.searchIndexMissing(resource, error) : error;
     }
   };
