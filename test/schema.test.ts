@@ -8,10 +8,12 @@ import { getTableName, is, relations, sql } from 'drizzle-orm';
 import { integer, primaryKey, SQLiteTable, sqliteTable, sqliteView, text } from 'drizzle-orm/sqlite-core';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { checkDrift } from '../src/cli/generate.js';
 import { closeDatabase, openDatabase } from '../src/db/client.js';
 import * as internal from '../src/db/internal-schema.js';
 import { applyMigrations, MIGRATIONS_FOLDER, migrationStatus } from '../src/db/migrate.js';
 import * as userSchema from '../src/db/schema.js';
+import { searchable } from '../src/db/search.js';
 import { createRegistry, RegistryError, type Resource } from '../src/resources.js';
 import { PET_SHOP_MIGRATIONS, startService, tempDir } from './helpers.js';
 import * as petShop from './pet-shop/schema.js';
@@ -247,6 +249,44 @@ registry('names in any case are served as spelled, percent-encoded in paths; com
   assert.is(tags.parseId('only-one'), undefined);
   assert.is(tags.parseId('a,'), undefined);
   assert.is(tags.elementPath({ kind: 'x%y', label: 'a,b c' }), '/Tag/a%2Cb%20c,x%25y');
+});
+
+registry('searchable(): text fields of a table keyed by its rowid, each declaration checked at start', () => {
+  const search = createRegistry(petShop).resources;
+  assert.equal(
+    search.map((r) => [r.name, r.searchable.map((f) => f.key)]),
+    [
+      ['orders', []],
+      ['pets', ['name']],
+      ['users', ['name']],
+    ],
+  );
+  const refused = (extra: Record<string, unknown>, message: RegExp) =>
+    assert.throws(
+      () => createRegistry({ ...petShop, ...extra }),
+      (e: Error) => e instanceof RegistryError && message.test(e.message),
+    );
+  refused({ again: searchable(petShop.users, ['email']) }, /users is declared searchable twice/);
+  refused({ petsSearch: searchable(petShop.pets, ['ownerId' as 'name']) }, /"ownerId" is not a text field/);
+  refused({ petsSearch: searchable(petShop.pets, ['nickname' as 'name']) }, /"nickname", which is not a field of pets/);
+  refused({ petsSearch: searchable(petShop.pets, []) }, /names no field/);
+  const labels = sqliteTable('labels', { code: text('code').primaryKey(), text: text('text') });
+  refused({ labels, labelsSearch: searchable(labels, ['text']) }, /needs a sole integer primary key/);
+  refused({ unserved: searchable(labels, ['text']) }, /names a table the schema does not export/);
+});
+
+registry('a searchable() declaration its migrations do not build is drift on both engines (npm run db:check)', async () => {
+  const schema = { ...petShop, usersSearch: searchable(petShop.users, ['name', 'email']) };
+  const drifts = await checkDrift({ schema, sqliteFolder: PET_SHOP_MIGRATIONS, pgFolder: join(PET_SHOP_MIGRATIONS, 'pg') });
+  assert.equal(
+    drifts.map((d) => d.backend),
+    ['PostgreSQL', 'SQLite'],
+  );
+  const [pg, sqlite] = drifts.map((d) => d.statements.join('\n'));
+  assert.match(sqlite ?? '', 'DROP TABLE IF EXISTS "restable_search_users"');
+  assert.match(sqlite ?? '', 'USING fts5("name", "email"');
+  assert.match(pg ?? '', `restable_search_words(coalesce("name", '') || ' ' || coalesce("email", ''))`);
+  assert.equal(await checkDrift({ schema: petShop, sqliteFolder: PET_SHOP_MIGRATIONS, pgFolder: join(PET_SHOP_MIGRATIONS, 'pg') }), []);
 });
 
 registry.run();
