@@ -1,5 +1,5 @@
 // Collection latency at growing sizes (issues 3 and 15): fills users, pets and orders with N rows each, starts
-// the compiled service on that file, and reports median latencies of paging, filters, counts, fields= and expand=.
+// the compiled service on that file, and reports median latencies of paging, filters, counts, fields=, expand= and q=.
 // Usage: npm run bench:collections -- [--sizes 10000,100000,1000000] [--samples 200] [--warmup 200]
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -24,7 +24,7 @@ const warmup = Number(args.warmup);
 const agent = new Agent({ keepAlive: true, maxSockets: 1 });
 
 type Row = Record<string, unknown>;
-type Reply = { status: number; link?: string; body: string; ms: number };
+type Reply = { status: number; link?: string; total?: string; body: string; ms: number };
 
 /** One GET; the time stops when the last byte has arrived, so checking the body afterwards costs nothing. */
 function get(base: string, path: string): Promise<Reply> {
@@ -35,7 +35,8 @@ function get(base: string, path: string): Promise<Reply> {
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
       res.on('end', () => {
         const ms = Number(process.hrtime.bigint() - start) / 1e6;
-        resolve({ status: res.statusCode ?? 0, link: res.headers.link as string | undefined, body: Buffer.concat(chunks).toString(), ms });
+        const { link, 'x-total-count': total } = res.headers as Record<string, string | undefined>;
+        resolve({ status: res.statusCode ?? 0, link, total, body: Buffer.concat(chunks).toString(), ms });
       });
     })
       .on('error', reject)
@@ -99,6 +100,56 @@ function usersWithOrders(page: Row[], path: string): void {
 }
 
 /**
+ * Users' names for search: a first and a last name from 100 each, by i (first i mod 100, last
+ * ⌊i/100⌋ mod 100), so one word matches 1 % of the users and a first and last name together
+ * 0.01 %; the rare middle name is on 10 users at any size. No word is a prefix of another, so a
+ * query's last word (searched as a prefix) matches exactly the rows that hold it.
+ */
+const FIRST = (
+  'Olivia Liam Emma Noah Amelia Oliver Sophia Elijah Isabella Mateo Mia Lucas Evelyn Levi Harper Ezra Luna Asher Camila ' +
+  'James Gianna Leo Elizabeth Eleanor Ethan Ella Muhammad Abigail Sebastian Sofia Hudson Avery Benjamin Scarlett Emily ' +
+  'Henry Aria Michael Penelope Owen Chloe Maverick Layla Daniel Mila Wyatt Nora Gabriel Hazel Julian Madison Theodore ' +
+  'Ellie Samuel Lily Jackson Nova Aiden Isla Grayson Grace Santiago Violet Carter Aurora David Riley Joseph Zoey Jayden ' +
+  'Willow Josiah Emilia Isaac Stella Kai Miles Victoria Rowan Hannah Carson Addison Dylan Leah Thomas Lucy Adrian Eliana ' +
+  'Roman Ivy Nathan Everly Christopher Lillian Caleb Paisley Ezekiel Naomi Felix Quinn'
+).split(' ');
+const LAST = (
+  'Smith Johnson Williams Brown Jones Garcia Miller Davis Rodriguez Martinez Hernandez Lopez Gonzalez Wilson Anderson ' +
+  'Taylor Moore Lee Perez Thompson White Harris Sanchez Clark Ramirez Lewis Robinson Walker Young Allen King Wright ' +
+  'Scott Torres Nguyen Hill Flores Green Adams Nelson Baker Hall Rivera Campbell Mitchell Roberts Gomez Phillips Evans ' +
+  'Turner Diaz Parker Cruz Edwards Collins Reyes Stewart Morris Morales Murphy Cook Rogers Gutierrez Ortiz Morgan ' +
+  'Cooper Peterson Bailey Reed Kelly Howard Ramos Kim Cox Ward Richardson Watson Brooks Chavez Wood Bennett Mendoza ' +
+  'Ruiz Hughes Price Alvarez Castillo Sanders Patel Myers Long Ross Foster Jimenez Powell Jenkins Perry Russell Sullivan Barnes'
+).split(' ');
+const RARE = 'Zebulon';
+const words = [...FIRST, ...LAST, RARE].map((w) => w.toLowerCase());
+if (FIRST.length !== 100 || LAST.length !== 100) throw new Error(`name lists of ${FIRST.length} and ${LAST.length}, not 100`);
+for (const a of words) for (const b of words) if (a !== b && b.startsWith(a)) throw new Error(`${a} is a prefix of ${b}`);
+
+/** Every tenth of the table gets the rare middle name: 10 users at any size. */
+const rareStep = (rows: number) => Math.max(1, Math.floor(rows / 10));
+
+/** User i's name, as fill() writes it in SQL. */
+function nameOf(i: number, rows: number): string {
+  const middle = i % rareStep(rows) === 0 ? ` ${RARE}` : '';
+  return `${FIRST[i % 100]}${middle} ${LAST[Math.floor(i / 100) % 100]}`;
+}
+
+/** The rule of API.md §5 "Search" on ASCII names: every word of `q` is a word of the name, case-insensitive, the last one a prefix. */
+function matches(name: string, q: string): boolean {
+  const have = name.toLowerCase().split(/[^a-z0-9]+/);
+  const want = q.toLowerCase().split(' ');
+  return want.every((word, n) => have.some((w) => (n === want.length - 1 ? w.startsWith(word) : w === word)));
+}
+
+/** Pages of users found by `q`: `size` of them, every name matching. */
+const usersFound = (q: string, size: number) => (page: Row[], path: string) => {
+  pageOf(size)(page, path);
+  for (const user of page)
+    if (!matches(String(user.name), q)) fail(path, `user ${user.id} named ${JSON.stringify(user.name)} does not match ${q}`);
+};
+
+/**
  * N users, N pets (pet i belongs to user i) and N orders (order i: a scattered user and that user's
  * pet, so a page of orders names users all over the table), in one transaction of INSERT … SELECT
  * over a generated series: a million rows of each in seconds.
@@ -113,8 +164,9 @@ async function fill(path: string, rows: number): Promise<void> {
   database.sqlite.transaction(() => {
     database.sqlite
       .prepare(`${series} INSERT INTO users (id, name, email, created_at, updated_at)
-        SELECT i, 'user ' || (i % 1000), 'user' || i || '@example.com', @now, @now FROM n`)
-      .run({ rows, now });
+        SELECT i, json_extract(@first, '$[' || (i % 100) || ']') || CASE WHEN i % @rare = 0 THEN ' ${RARE}' ELSE '' END
+          || ' ' || json_extract(@last, '$[' || ((i / 100) % 100) || ']'), 'user' || i || '@example.com', @now, @now FROM n`)
+      .run({ rows, now, first: JSON.stringify(FIRST), last: JSON.stringify(LAST), rare: rareStep(rows) });
     database.sqlite
       .prepare(`${series} INSERT INTO pets (id, name, species, owner_id, created_at, updated_at)
         SELECT i, 'pet ' || (i % 1000), CASE i % 5 WHEN 0 THEN 'cat' WHEN 1 THEN 'dog' WHEN 2 THEN 'bird' WHEN 3 THEN 'fish' ELSE 'other' END,
@@ -125,6 +177,9 @@ async function fill(path: string, rows: number): Promise<void> {
         SELECT i, ${scattered}, ${scattered}, 'placed', 1 + i % 3, @now, @now FROM n`)
       .run({ rows, now });
   })();
+  const sample = database.sqlite.prepare('SELECT name FROM users WHERE id = ?').pluck();
+  for (const i of [1, 2, rareStep(rows), rows])
+    if (sample.get(i) !== nameOf(i, rows)) throw new Error(`user ${i}: SQL and nameOf disagree`);
   closeDatabase(database);
 }
 
@@ -166,11 +221,18 @@ async function cursorNearEnd(base: string, collection: string): Promise<string> 
 const results: string[][] = [];
 const shaping: string[][] = [];
 const ratios: number[] = [];
+const searching: string[][] = [];
+/** The words searched: a first name (1 %), with a last name (0.01 %), and the rare middle name (10 users). */
+const ONE = 'emma';
+const TWO = 'emma garcia';
+const FEW = RARE.toLowerCase();
 for (const rows of sizes) {
   const dir = mkdtempSync(join(tmpdir(), 'restable-bench-'));
   const file = join(dir, 'bench.db');
   process.stderr.write(`filling ${rows} users, pets and orders… `);
+  const filling = process.hrtime.bigint();
   await fill(file, rows);
+  const filled = Number(process.hrtime.bigint() - filling) / 1e9;
   const service = await startService(file);
   process.stderr.write('walking to the end… ');
   const cursor = await cursorNearEnd(service.base, 'users');
@@ -207,6 +269,35 @@ for (const rows of sizes) {
     usersExpanded.toFixed(2),
     `${(usersExpanded / usersFull).toFixed(2)}×`,
   ]);
+
+  // Full-text search (API.md §5): each query's count is checked once against the names generated,
+  // then its first page is timed next to the plain one, every answer checked.
+  const found: Record<string, number> = {};
+  for (const q of [ONE, TWO, FEW]) {
+    let expected = 0;
+    for (let i = 1; i <= rows; i++) if (matches(nameOf(i, rows), q)) expected++;
+    const reply = await get(service.base, `/users?q=${encodeURIComponent(q)}&count=true&limit=1`);
+    if (reply.status !== 200 || reply.total !== String(expected))
+      fail(`q=${q}`, `answered ${reply.status} with X-Total-Count ${reply.total}, expected ${expected}`);
+    found[q] = expected;
+  }
+  const searchPage = (q: string) => Math.min(100, found[q] as number);
+  const q = (words: string) => encodeURIComponent(words);
+  const plain = await median(service.base, () => '/users', pageOf(100));
+  const one = await median(service.base, () => `/users?q=${q(ONE)}`, usersFound(ONE, searchPage(ONE)));
+  const two = await median(service.base, () => `/users?q=${q(TWO)}`, usersFound(TWO, searchPage(TWO)));
+  const ranked = await median(service.base, () => `/users?q=${q(ONE)}&sort=relevance`, usersFound(ONE, searchPage(ONE)));
+  const rare = await median(service.base, () => `/users?q=${q(FEW)}`, usersFound(FEW, searchPage(FEW)));
+  const withCount = (ms: number, words: string) => `${ms.toFixed(2)} (${(found[words] as number).toLocaleString('en')})`;
+  searching.push([
+    rows.toLocaleString('en'),
+    filled.toFixed(1),
+    plain.toFixed(2),
+    withCount(one, ONE),
+    withCount(two, TWO),
+    withCount(ranked, ONE),
+    withCount(rare, FEW),
+  ]);
   await service.stop();
   rmSync(dir, { recursive: true, force: true });
 }
@@ -234,6 +325,13 @@ console.log(
       'expand / plain',
     ],
     shaping,
+  ),
+);
+console.log(`\nq= full-text search on users.name (N users; in brackets: how many users match):\n`);
+console.log(
+  markdown(
+    ['rows', 'fill (s)', 'first page (ms)', `q=${ONE} (ms)`, `q=${TWO} (ms)`, `q=${ONE}&sort=relevance (ms)`, `q=${FEW} (ms)`],
+    searching,
   ),
 );
 // Issue 15's target: expand=user,pet on a first page of 100 orders costs at most 3× the plain page.

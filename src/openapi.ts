@@ -6,7 +6,7 @@ import { createSelectSchema } from 'drizzle-zod';
 import { z } from 'zod';
 import { MAX_CHILDREN } from './api/expand.js';
 import { customKindOf } from './db/columns.js';
-import { LIMIT, OPERATORS, type Operator, QUERY_LIMITS } from './query.js';
+import { LIMIT, OPERATORS, type Operator, QUERY_LIMITS, RELEVANCE } from './query.js';
 
 const optional = <T>(value: T | undefined): T[] => (value === undefined ? [] : [value]);
 
@@ -168,20 +168,51 @@ function listParameters(resource: Resource): Json[] {
     })),
   ]);
   const sortable = scalar.map((f) => f.key).join('|');
+  const fields = `-?(${sortable})(,-?(${sortable}))*`;
+  const relevance = byRelevance(resource);
   return [
     ref('parameters', 'limit'),
     ref('parameters', 'cursor'),
     {
       name: 'sort',
       in: 'query',
-      description: 'comma-separated fields, "-" for descending; ties broken by the key',
-      schema: { type: 'string', pattern: `^-?(${sortable})(,-?(${sortable}))*$` },
+      description: `comma-separated fields, "-" for descending; ties broken by the key${
+        relevance
+          ? `; with q it may start with ${RELEVANCE}, best match first (${RELEVANCE}, or ${RELEVANCE},<fields> for the ties); -${RELEVANCE}, or ${RELEVANCE} without q or after a field, is a 400`
+          : ''
+      }`,
+      schema: { type: 'string', pattern: relevance ? `^(${RELEVANCE}|(${RELEVANCE},)?${fields})$` : `^${fields}$` },
     },
     ref('parameters', 'count'),
+    ...(resource.searchable.length > 0 ? [ref('parameters', searchComponent(resource))] : []),
     fieldsParameter(resource),
     ...optional(expandParameter(resource)),
     ...filters,
   ];
+}
+
+/** Whether `sort` may name relevance: the kind is searchable and has no field of that name (which `sort` would mean instead). */
+const byRelevance = (resource: Resource) => resource.searchable.length > 0 && !resource.fields.some((f) => f.key === RELEVANCE);
+
+/** The component name of a kind's `q` parameter, shared by its collection and related lists (GET and HEAD). */
+const searchComponent = (resource: Resource) => `${resource.name}Search`;
+
+/** `q`: full-text search of the kind's searchable fields (API.md §5 "Search"); undefined when it has none. */
+function searchParameter(resource: Resource): Json | undefined {
+  if (resource.searchable.length === 0) return undefined;
+  const fields = resource.searchable.map((f) => f.key).join(', ');
+  return {
+    name: 'q',
+    in: 'query',
+    description:
+      `full-text search of ${fields}: an element matches when its ${fields} hold${resource.searchable.length === 1 ? 's' : ''} every word ` +
+      '(split at white space; case and accents folded; the last word also matches as a prefix). ' +
+      'Every character is literal, never query syntax; a word without a letter or digit is left out, and a q with none is a 400. ' +
+      `At most ${QUERY_LIMITS.searchWords} words of at most ${QUERY_LIMITS.searchWordLength} characters. ` +
+      `Combines with the filters, sort${byRelevance(resource) ? ` (${RELEVANCE} first: best match first)` : ''}, paging and count.`,
+    schema: { type: 'string', minLength: 1 },
+    example: 'ada lov',
+  };
 }
 
 /** Relation paths `expand` takes, up to QUERY_LIMITS.expandDepth deep, when there are few enough to list. */
@@ -517,6 +548,8 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
   };
   for (const resource of registry.resources) {
     schemas[resource.name] = withExpansions(resource, elementSchema(resource));
+    const search = searchParameter(resource);
+    if (search) parameters[searchComponent(resource)] = search;
     if (resource.readOnlyKind) continue;
     schemas[`${resource.name}.create`] = jsonSchema(resource.createSchema);
     schemas[`${resource.name}.replace`] = replaceSchema(resource);
@@ -551,7 +584,7 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
         Location: { description: 'the path of the created element', schema: { type: 'string' } },
         ETag: { description: 'strong entity tag of the element', schema: { type: 'string' } },
         Link: { description: 'RFC 8288 link to the next page (rel="next")', schema: { type: 'string' } },
-        'X-Total-Count': { description: 'rows matching the filters (count=true)', schema: { type: 'integer' } },
+        'X-Total-Count': { description: 'rows matching the filters and q (count=true)', schema: { type: 'integer' } },
         Allow: { description: 'the methods this path supports', schema: { type: 'string' } },
       },
       ...(options.auth ? { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } } : {}),

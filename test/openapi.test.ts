@@ -183,6 +183,59 @@ test('list operations document the query language of §5', ({ doc }) => {
   assert.not.ok(names.includes('id[contains]'), 'contains is for text fields only');
 });
 
+test('list operations of a searchable kind take q naming its searchable fields; others take none', ({ service, doc }) => {
+  const resolve = (parameter: any) => (parameter.$ref ? doc.components.parameters[parameter.$ref.split('/').pop()] : parameter);
+  const q = (path: string, method: string) =>
+    (doc.paths[path]?.[method].parameters as any[]).map(resolve).find((p) => p.name === 'q' && p.in === 'query');
+  for (const path of ['/users', '/users/{id}/pets']) {
+    for (const method of ['get', 'head']) {
+      const parameter = q(path, method);
+      assert.ok(parameter, `${method} ${path}`);
+      assert.is(parameter.schema.type, 'string', `${method} ${path}`);
+      assert.match(parameter.description, /full-text search of name\b/, `${method} ${path}`);
+      assert.match(parameter.description, /at most 32 words of at most 100 characters/i, `${method} ${path}`);
+      assert.is(typeof parameter.example, 'string', `${method} ${path}`);
+    }
+  }
+  // One component per kind, shared by its collection and its related lists, not repeated per operation.
+  const refs = ['/pets', '/users/{id}/pets'].flatMap((path) =>
+    ['get', 'head'].map((method) => (doc.paths[path]?.[method].parameters as any[]).find((p) => resolve(p).name === 'q')?.$ref),
+  );
+  assert.ok(refs[0], 'q is a $ref to a component');
+  assert.equal(new Set(refs).size, 1, refs.join(' '));
+  for (const method of ['get', 'head']) assert.is(q('/orders', method), undefined, `${method} /orders`);
+  assert.is(q('/users/{id}', 'get'), undefined, 'an element takes no q');
+  // The registry is the one source: q exactly where the listed kind has searchable fields.
+  for (const route of service.app.registry.routes.filter((r) => r.kind !== 'element')) {
+    assert.is(q(route.path, 'get') !== undefined, route.resource.searchable.length > 0, route.path);
+  }
+});
+
+test('sort admits relevance (alone or first) exactly on searchable kinds, as the server does', async ({ service, doc }) => {
+  const sort = (path: string) => {
+    const parameter = (doc.paths[path]?.get.parameters as any[]).find((p) => p.name === 'sort');
+    return { pattern: new RegExp(parameter.schema.pattern), description: parameter.description as string };
+  };
+  for (const path of ['/users', '/users/{id}/pets']) {
+    const { pattern, description } = sort(path);
+    assert.match(description, /relevance/, path);
+    for (const value of ['relevance', 'relevance,-name', 'name', '-id,name']) assert.ok(pattern.test(value), `${path} ${value}`);
+    for (const value of ['-relevance', 'name,relevance', 'relevance,relevance']) assert.not.ok(pattern.test(value), `${path} ${value}`);
+  }
+  assert.not.ok(sort('/orders').pattern.test('relevance'));
+  assert.not.match(sort('/orders').description, /relevance/);
+  await service.request('POST', '/users', { body: { ...userSample(), name: 'Ada Lovelace' } });
+  const example = doc.components.parameters.usersSearch.example as string;
+  const reply = await service.request('GET', `/users?q=${encodeURIComponent(example)}&sort=relevance,-name`);
+  assert.is(reply.status, 200, reply.text);
+  assert.ok(
+    reply.body.some((user: any) => user.name === 'Ada Lovelace'),
+    reply.text,
+  );
+  assert.is((await service.request('GET', '/orders?q=ada')).status, 400);
+  assert.is((await service.request('GET', '/users?sort=-relevance&q=ada')).status, 400);
+});
+
 test.run();
 
 const secured = suite<{ service: Service }>('OpenAPI document with authentication');

@@ -261,13 +261,17 @@ writes('create, PUT, PATCH and DELETE are searchable at once; a failed write lea
 
 writes('a search is answered from the index (the query plan uses it)', async ({ service }) => {
   if (BACKEND === 'sqlite') {
+    // As the store writes a search in key order: the FTS5 index drives, in its rowid (the key) order, so a
+    // page stops after its rows instead of every match being fetched and sorted.
     const plan = await service.sql(
       `EXPLAIN QUERY PLAN SELECT users.id FROM users JOIN restable_search_users ON restable_search_users.rowid = users.id
-        WHERE restable_search_users MATCH '"ada"*' ORDER BY users.id`,
+        WHERE restable_search_users MATCH '"ada"*' AND restable_search_users.rowid > 0 ORDER BY restable_search_users.rowid ASC LIMIT 101`,
     );
-    assert.ok(
-      plan.some((step) => /VIRTUAL TABLE INDEX/.test(String(step.detail))),
-      JSON.stringify(plan),
+    const steps = plan.map((step) => String(step.detail));
+    assert.ok(/^SCAN restable_search_users VIRTUAL TABLE INDEX/.test(steps[0] ?? ''), steps.join(' | '));
+    assert.not.ok(
+      steps.some((step) => /TEMP B-TREE/.test(step)),
+      steps.join(' | '),
     );
   } else {
     // Enough rows, of a vocabulary of 1000 words, that a scan would cost more than the index (on a handful,

@@ -65,12 +65,14 @@ export const sqliteSearchStatements: SearchStatements = (table, { key, columns }
   const remove = `INSERT INTO ${ident(fts)}(${ident(fts)}, rowid, ${list}) VALUES ('delete', old.${ident(key)}, ${of('old')});`;
   const add = `INSERT INTO ${ident(fts)}(rowid, ${list}) VALUES (new.${ident(key)}, ${of('new')});`;
   const trigger = (what: string) => ident(`${fts}_${what}`);
+  const changed = [key, ...columns].map((c) => `old.${ident(c)} IS NOT new.${ident(c)}`).join(' OR ');
   return {
     create: [
       `CREATE VIRTUAL TABLE ${ident(fts)} USING fts5(${list}, content=${literal(table)}, content_rowid=${literal(key)}, tokenize='unicode61 remove_diacritics 2')`,
       `CREATE TRIGGER ${trigger('insert')} AFTER INSERT ON ${ident(table)} BEGIN ${add} END`,
       `CREATE TRIGGER ${trigger('delete')} AFTER DELETE ON ${ident(table)} BEGIN ${remove} END`,
-      `CREATE TRIGGER ${trigger('update')} AFTER UPDATE OF ${ident(key)}, ${list} ON ${ident(table)} BEGIN ${remove} ${add} END`,
+      // Only when an indexed value changes: a write that leaves them as they were (a PATCH of another field) costs the index nothing.
+      `CREATE TRIGGER ${trigger('update')} AFTER UPDATE OF ${ident(key)}, ${list} ON ${ident(table)} WHEN ${changed} BEGIN ${remove} ${add} END`,
       `INSERT INTO ${ident(fts)}(${ident(fts)}) VALUES ('rebuild')`,
     ],
     drop: [

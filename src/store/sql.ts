@@ -106,6 +106,12 @@ export interface SearchSql {
   rank(p: Placeholder): SQL;
   /** A higher rank is a better match (PostgreSQL's ts_rank), or a lower one (FTS5's bm25). */
   higherIsBetter: boolean;
+  /**
+   * The kind's sole key as the index orders its matches, when it does (FTS5's rowid): ordering and
+   * paging by it lets the index hand back a page's matches in order and stop, instead of every
+   * match being fetched and sorted.
+   */
+  key?: SQL;
 }
 
 /** One term of a list's order, as the keyset predicate compares it. */
@@ -116,12 +122,23 @@ interface OrderTerm {
   value: SQL | Column;
   notNull: boolean;
   descending: boolean;
+  /** Its ORDER BY term. */
+  orderBy: SQL;
 }
 
-const fieldTerm = (d: ListDialect, { field, descending }: SortKey): OrderTerm => {
-  const column = d.column(field);
-  return { ordered: d.ordered(field), value: column, notNull: column.notNull, descending };
+const fieldTerm = (d: ListDialect, key: SortKey): OrderTerm => {
+  const column = d.column(key.field);
+  return { ordered: d.ordered(key.field), value: column, notNull: column.notNull, descending: key.descending, orderBy: d.orderBy(key) };
 };
+
+/** A term that is never NULL, ordered as it is. */
+const plainTerm = (value: SQL, descending: boolean): OrderTerm => ({
+  ordered: value,
+  value,
+  notNull: true,
+  descending,
+  orderBy: sql`${value} ${sql.raw(descending ? 'DESC' : 'ASC')}`,
+});
 
 /** One filter as SQL over its placeholders. `ne` is null-safe; `contains`/`startsWith` are literal. */
 function conditionOf(d: ListDialect, { field, op, value }: Filter, params: Placeholder[]): SQL | undefined {
@@ -275,19 +292,21 @@ export function planList(
       searchParam && search?.match(searchParam),
     );
   const rank = query.relevance && search && searchParam ? () => search.rank(searchParam) : undefined;
+  /** The sole key in the index's order, when the list searches an index that orders by it. */
+  const indexKey = (field: Field) =>
+    searchParam && search?.key && resource.key.length === 1 && field === resource.key[0] ? search.key : undefined;
   const terms = (): OrderTerm[] => {
-    const fields = query.sort.map((key) => fieldTerm(d, key));
-    if (!rank || !search) return fields;
-    return [{ ordered: rank(), value: rank(), notNull: true, descending: search.higherIsBetter }, ...fields];
+    const fields = query.sort.map((key) => {
+      const byIndex = indexKey(key.field);
+      return byIndex ? plainTerm(byIndex, key.descending) : fieldTerm(d, key);
+    });
+    return rank && search ? [plainTerm(rank(), search.higherIsBetter), ...fields] : fields;
   };
   return {
     shape: shapeOf(query, scope, false, after),
     params: b.params,
     where: () => and(filters(), cursorParams && afterCursor(terms(), cursorParams)),
-    orderBy: () => [
-      ...(rank ? [search?.higherIsBetter ? sql`${rank()} DESC` : sql`${rank()} ASC`] : []),
-      ...query.sort.map((key) => d.orderBy(key)),
-    ],
+    orderBy: () => terms().map((term) => term.orderBy),
     limit: sql.raw(String(query.limit + 1)),
     offset: query.offset === undefined ? undefined : sql.placeholder('offset'),
     count: countParams && { shape: shapeOf(query, scope, true, undefined), params: countParams, where: filters },

@@ -105,7 +105,13 @@ function searchOf(resource: Resource): { index: ReturnType<typeof ftsTable>; sql
   const index = ftsTable(searchIndexName(resource.name));
   return {
     index,
-    sql: { value: fts5Query, match: (p) => sql`${index} MATCH ${p}`, rank: () => sql`${index.rank}`, higherIsBetter: false },
+    sql: {
+      value: fts5Query,
+      match: (p) => sql`${index} MATCH ${p}`,
+      rank: () => sql`${index.rank}`,
+      higherIsBetter: false,
+      key: sql`${index.rowid}`,
+    },
   };
 }
 
