@@ -90,6 +90,12 @@ export const VARIABLES = {
     doc: 'largest accepted request body, in bytes (413 above)',
     schema: positiveInt,
   },
+  maxBulkBodyBytes: {
+    env: 'MAX_BULK_BODY_BYTES',
+    default: '8388608',
+    doc: 'largest accepted body of a bulk create (a JSON array POSTed to a collection or related path), in bytes (413 above; never more than MAX_BODY_BYTES_IN_FLIGHT, never less than MAX_BODY_BYTES)',
+    schema: positiveInt,
+  },
   logLevel: { env: 'LOG_LEVEL', default: 'info', doc: `one of ${LOG_LEVELS.join(', ')}`, schema: z.enum(LOG_LEVELS) },
   authToken: {
     env: 'AUTH_TOKEN',

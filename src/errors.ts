@@ -50,6 +50,21 @@ export function unlistedErrors(listed: number, total: number): string {
   return total > listed ? ` The first ${listed} of ${total} errors are listed, and ${total - listed} more.` : '';
 }
 
+/**
+ * The error of one element of a bulk request (API.md §7): the same status and detail, each
+ * `errors[].path` prefixed by the element's index (`3/email`; `3` alone when it named no field).
+ * Only a client's refusal (409, 422) is about the element; any other error is returned as it is.
+ */
+export function atElement(index: number, error: unknown): unknown {
+  if (!(error instanceof ApiError) || (error.code !== 'conflict' && error.code !== 'unprocessable')) return error;
+  const errors = error.errors?.length ? error.errors : [{ path: '', message: error.message }];
+  return new ApiError(error.code, `Element ${index}: ${error.message}`, {
+    errors: errors.map(({ path, message }) => ({ path: path === '' ? String(index) : `${index}/${path}`, message })),
+    headers: error.headers,
+    cause: error,
+  });
+}
+
 /** One failed field of a request body or query: where, and what is wrong with it. */
 export interface FieldError {
   path: string;

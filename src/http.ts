@@ -66,11 +66,12 @@ function mediaTypeOf(req: IncomingMessage): { type: string; charset?: string } |
 /**
  * Reads a JSON request body whose media type is one of `accepted`, checked by checkJsonDocument
  * before anything walks it (bounded nesting, well-formed Unicode).
+ * `arrayLimit`: the larger bound of a JSON array (a bulk create); any other document stays within `limit`.
  * @throws 415 for another or no media type, 413 past `limit`, 400 for malformed or too deeply nested
  *   JSON, 422 for lone surrogates
  * @see https://www.rfc-editor.org/rfc/rfc9110#section-15.5.16
  */
-export async function readJson(req: IncomingMessage, limit: number, accepted: readonly string[]): Promise<unknown> {
+export async function readJson(req: IncomingMessage, limit: number, accepted: readonly string[], arrayLimit = limit): Promise<unknown> {
   const media = mediaTypeOf(req);
   if (!media || !accepted.includes(media.type) || (media.charset && media.charset.toLowerCase() !== 'utf-8')) {
     throw new ApiError('unsupportedMediaType', `The request body must be ${accepted.join(' or ')} (UTF-8).`, {
@@ -84,11 +85,11 @@ export async function readJson(req: IncomingMessage, limit: number, accepted: re
       headers: { 'Accept-Encoding': 'identity' },
     });
   }
-  const declared = Number(req.headers['content-length']);
-  if (declared > limit) {
-    throw new ApiError('payloadTooLarge', `The request body is larger than ${limit} bytes.`, { headers: { Connection: 'close' } });
-  }
-  const text = await readText(req, limit);
+  const tooLarge = (bound: number) =>
+    new ApiError('payloadTooLarge', `The request body is larger than ${bound} bytes.`, { headers: { Connection: 'close' } });
+  const most = Math.max(limit, arrayLimit);
+  if (Number(req.headers['content-length']) > most) throw tooLarge(most);
+  const text = await readText(req, most);
   if (text.trim() === '') throw new ApiError('badRequest', 'The request body is empty; a JSON document is required.');
   checkJsonText(text);
   let document: unknown;
@@ -96,6 +97,13 @@ export async function readJson(req: IncomingMessage, limit: number, accepted: re
     document = JSON.parse(text);
   } catch (error) {
     throw new ApiError('badRequest', `The request body is not valid JSON: ${(error as Error).message}`);
+  }
+  // The body was read whole: a keep-alive connection is fine after this refusal.
+  if (!Array.isArray(document) && most > limit && Buffer.byteLength(text) > limit) {
+    throw new ApiError(
+      'payloadTooLarge',
+      `The request body is larger than ${limit} bytes (a JSON array of elements may have ${arrayLimit}).`,
+    );
   }
   checkJsonDocument(document);
   return document;

@@ -7,8 +7,14 @@ import { z } from 'zod';
 import { MAX_CHILDREN } from './api/expand.js';
 import { customKindOf } from './db/columns.js';
 import { LIMIT, OPERATORS, type Operator, QUERY_LIMITS, RELEVANCE } from './query.js';
+import { BULK_ELEMENTS } from './validation.js';
 
 const optional = <T>(value: T | undefined): T[] => (value === undefined ? [] : [value]);
+
+/** A schema, or an array of 1–1000 of it: a POST body and its answer, single or bulk (API.md §7). */
+const oneOrMany = (schema: Json): Json => ({
+  oneOf: [schema, { type: 'array', items: schema, minItems: BULK_ELEMENTS.min, maxItems: BULK_ELEMENTS.max }],
+});
 
 import { type Field, type Method, OPEN_PATHS, PROBE_PATHS, READ_METHODS, type Registry, type Resource, type Route } from './resources.js';
 
@@ -387,13 +393,14 @@ function operation(route: Route, method: Method, options: OpenApiOptions): Json 
         parameters: [...idParam, ref('parameters', 'Idempotency-Key')],
         requestBody: {
           required: true,
-          content: json(ref('schemas', relation ? `${resource.name}.create.${relation.field}` : `${resource.name}.create`)),
+          description: `one element, or an array of ${BULK_ELEMENTS.min}–${BULK_ELEMENTS.max} created in one transaction, all or none (a refusal names the element: errors[].path "3/email")`,
+          content: json(oneOrMany(ref('schemas', relation ? `${resource.name}.create.${relation.field}` : `${resource.name}.create`))),
         },
         responses: {
           201: {
-            description: 'Created',
+            description: 'Created: the element (with Location and ETag), or the array of created elements in request order',
             headers: { Location: ref('headers', 'Location'), ETag: ref('headers', 'ETag') },
-            content: json(element),
+            content: json(oneOrMany(element)),
           },
           ...errors(
             'BadRequest',

@@ -2,7 +2,7 @@
 // zod schemas; every failure is a 4xx ApiError with a bounded list of field errors. No I/O here.
 import { isDeepStrictEqual } from 'node:util';
 import type { z } from 'zod';
-import { ApiError, type FieldError, MAX_REPORTED_ERRORS, unlistedErrors } from './errors.js';
+import { ApiError, atElement, type FieldError, MAX_REPORTED_ERRORS, unlistedErrors } from './errors.js';
 import type { Resource } from './resources.js';
 
 export type Row = Record<string, unknown>;
@@ -237,6 +237,26 @@ export function toCreateRow(resource: Resource, body: unknown, fixed: Row = {}):
     data[key] = value;
   }
   return parseWith(resource, schema, data, errors, unknown);
+}
+
+/** How many elements one bulk create may hold (API.md §7). */
+export const BULK_ELEMENTS = { min: 1, max: 1000 } as const;
+
+/** Validates a bulk create: 1–1000 elements, each as toCreateRow; the first refused element's errors, prefixed by its index. */
+export function toCreateRows(resource: Resource, body: unknown[], fixed: Row = {}): Row[] {
+  if (body.length < BULK_ELEMENTS.min || body.length > BULK_ELEMENTS.max) {
+    throw new ApiError(
+      'unprocessable',
+      `A bulk create holds ${BULK_ELEMENTS.min} to ${BULK_ELEMENTS.max} elements; this array holds ${body.length}.`,
+    );
+  }
+  return body.map((element, i) => {
+    try {
+      return toCreateRow(resource, element, fixed);
+    } catch (error) {
+      throw atElement(i, error);
+    }
+  });
 }
 
 /** Validates a full replacement of `current`: fields left out take their defaults (filled in by the store). */

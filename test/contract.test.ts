@@ -172,12 +172,13 @@ function contractFor(fixture: KindFixture) {
     assert.equal(errorPaths(patch), ['id']);
   });
 
-  test('a body of the wrong type is 422; a non-object body is 422', async ({ service }) => {
+  test('a body of the wrong type is 422; a body neither an object nor an array of them is 422', async ({ service }) => {
     const sample = await fixture.sample(service);
     const reply = await service.request('POST', base, { body: { ...sample, [fixture.change.field]: { nested: true } } });
     assertProblem(reply, 422);
     assert.equal(errorPaths(reply), [fixture.change.field]);
-    assertProblem(await service.request('POST', base, { body: [sample] }), 422);
+    // An array is a bulk create (API.md §7): its elements must be objects.
+    for (const body of ['text', 42, true, [sample, 'text']]) assertProblem(await service.request('POST', base, { body }), 422);
   });
 
   test('malformed JSON is 400, a non-JSON media type 415, an empty body 400', async ({ service }) => {

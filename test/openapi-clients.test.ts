@@ -28,6 +28,12 @@ function ok<D>(label: string, answer: Answer<D>, status: number): D {
   return answer.data;
 }
 
+/** A POST of one element answers that element (the bulk form, an array, answers an array). */
+function single<T>(data: T | T[]): T {
+  if (Array.isArray(data)) throw new Error('a single create answered an array');
+  return data;
+}
+
 function expect(label: string, actual: unknown, expected: unknown): void {
   if (JSON.stringify(actual) !== JSON.stringify(expected)) {
     throw new Error(\`\${label}: got \${JSON.stringify(actual)}, expected \${JSON.stringify(expected)}\`);
@@ -45,13 +51,13 @@ export async function session(baseUrl: string): Promise<string[]> {
   };
 
   const unique = Math.random().toString(36).slice(2);
-  const user = step('create', await api.POST('/users', { body: { name: 'Ada', email: \`ada-\${unique}@example.com\` } }), 201);
+  const user = single(step('create', await api.POST('/users', { body: { name: 'Ada', email: \`ada-\${unique}@example.com\` } }), 201));
   const id: number = user.id;
   const created: string = user.createdAt;
-  const pet = step('related create, no foreign key in the body', await api.POST('/users/{id}/pets', { params: { path: { id } }, body: { name: \`Rex \${unique}\`, species: 'dog' } }), 201);
+  const pet = single(step('related create, no foreign key in the body', await api.POST('/users/{id}/pets', { params: { path: { id } }, body: { name: \`Rex \${unique}\`, species: 'dog' } }), 201));
   expect('owner from the path', pet.ownerId, id);
   step('create without the optional owner', await api.POST('/pets', { body: { name: 'Tweety', species: 'bird' } }), 201);
-  const order = step('related create of a required foreign key', await api.POST('/users/{id}/orders', { params: { path: { id } }, body: { petId: pet.id, quantity: 3 } }), 201);
+  const order = single(step('related create of a required foreign key', await api.POST('/users/{id}/orders', { params: { path: { id } }, body: { petId: pet.id, quantity: 3 } }), 201));
   expect('user from the path', [order.userId, order.status], [id, 'placed']);
   step('related create repeating the foreign key', await api.POST('/pets/{id}/orders', { params: { path: { id: pet.id } }, body: { petId: pet.id, userId: id } }), 201);
 

@@ -5,13 +5,13 @@ import { etagOfRow, evaluatePreconditions } from '../conditional.js';
 import type { Config } from '../config.js';
 import type { CursorCodec } from '../cursor.js';
 import { ApiError } from '../errors.js';
-import { accepts, elementResponse, readJson, send, sendEmpty, sendJson } from '../http.js';
+import { accepts, elementResponse, jsonResponse, readJson, send, sendEmpty, sendJson } from '../http.js';
 import { fingerprintOf, parseIdempotencyKey } from '../idempotency.js';
 import { encodeCursor, parseElementQuery, parseListQuery, type RawQuery, type Shape, shaped } from '../query.js';
 import { type QueryParameters, queryErrorOf, withParameter } from '../query-string.js';
 import type { Id, Method, Registry, Resource, Route } from '../resources.js';
 import { type Check, type KindStore, type MaybePromise, notFound, type Scope, type Store, then } from '../store/store.js';
-import { type Row, toCreateRow, toPatchedRow, toReplacementRow } from '../validation.js';
+import { type Row, toCreateRow, toCreateRows, toPatchedRow, toReplacementRow } from '../validation.js';
 import { expand } from './expand.js';
 
 /** A request as the handlers see it: polka's parsed path and query, and the request id. */
@@ -173,6 +173,8 @@ function preconditionsOf(req: Request): Check {
  */
 export function createResourceEndpoints(registry: Registry, store: Store, config: Config, cursors: CursorCodec): Endpoint[] {
   const body = (req: Request, accepted: readonly string[]) => readJson(req, config.maxBodyBytes, accepted);
+  /** An array's bound: MAX_BULK_BODY_BYTES, within what the bodies in flight may hold, and never below one element's. */
+  const arrayLimit = Math.max(config.maxBodyBytes, Math.min(config.maxBulkBodyBytes, config.maxBodyBytesInFlight));
   const targetOf = (resource: Resource, kind: KindStore): Target => ({
     parseId: resource.parseId,
     exists: (id) => kind.exists(id),
@@ -203,13 +205,15 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
   /** POST: validate and create, once per Idempotency-Key when the client sends one (API.md §6). */
   const create = async (req: Request, res: Response, resource: Resource, kind: KindStore, fixed?: Row) => {
     const key = parseIdempotencyKey(req.headers['idempotency-key']);
-    const input = await body(req, JSON_BODY);
+    // An array is a bulk create (API.md §7), with its own body limit.
+    const input = await readJson(req, config.maxBodyBytes, JSON_BODY, arrayLimit);
     // Validated before the key's fingerprint is computed: a refused body costs no canonical hash.
-    const valid = toCreateRow(resource, input, fixed);
+    const valid = Array.isArray(input) ? toCreateRows(resource, input, fixed) : toCreateRow(resource, input, fixed);
     const once = key === undefined ? undefined : { key, fingerprint: fingerprintOf('POST', req.path, input) };
     const { response, replayed } = await kind.create(
       valid,
-      (row) => elementResponse(201, row, { Location: resource.elementPath(row) }),
+      (created) =>
+        Array.isArray(created) ? jsonResponse(201, created) : elementResponse(201, created, { Location: resource.elementPath(created) }),
       once,
     );
     send(res, response, replayed ? { 'Idempotent-Replayed': 'true' } : {});

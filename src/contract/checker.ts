@@ -140,7 +140,9 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
   const collections = Object.keys(paths).filter((p) => !p.includes('{') && paths[p]?.post);
   const requestSchema = (operation: Json) => {
     const content = resolve(operation.requestBody)?.content ?? {};
-    return content['application/json']?.schema ?? (Object.values(content)[0] as Json | undefined)?.schema;
+    const schema = content['application/json']?.schema ?? (Object.values(content)[0] as Json | undefined)?.schema;
+    // A body that may also be an array of elements (a bulk create): the checker sends one element.
+    return (resolve(schema)?.oneOf as Json[] | undefined)?.find((variant) => resolve(variant)?.type !== 'array') ?? schema;
   };
 
   /** The collections a body's `…Id` fields point at (as referenceFor guesses them). */

@@ -8,7 +8,7 @@ import type pg from 'pg';
 import { CURSOR_SECRET_NAME } from '../cursor.js';
 import type { PostgresHandle } from '../db/postgres.js';
 import { SEARCH_COLUMN, tsQuery } from '../db/search.js';
-import { ApiError } from '../errors.js';
+import { ApiError, atElement } from '../errors.js';
 import { KEY_TTL_MS, reusedKey } from '../idempotency.js';
 import { LIMIT, type ListQuery } from '../query.js';
 import type { Field, Id, Resource } from '../resources.js';
@@ -385,30 +385,44 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
           await client.query('COMMIT').catch(() => undefined);
         }
       }),
-    create: async (row, respond, once) => {
-      if (!once) {
+    create: async (input, respond, once) => {
+      const bulk = Array.isArray(input);
+      if (!once && !bulk) {
         try {
-          return { response: respond(await withConnection(pool, (client) => insert(client, row))), replayed: false };
+          return { response: respond(await withConnection(pool, (client) => insert(client, input))), replayed: false };
         } catch (error) {
           throw toApiError('write', error);
         }
       }
       return write('write', async (client) => {
-        // One transaction at a time per key, across every instance: the second waits, then replays.
-        await client.query({ ...keys.lock, values: [once.key] });
-        const [stored] = await rowsOf(client, keys.find, { key: once.key, since: now() - KEY_TTL_MS });
-        if (stored) {
-          const [fingerprint, status, headers, body] = stored as [string, number, string, string];
-          if (fingerprint !== once.fingerprint) throw reusedKey();
-          return { response: { status, headers: JSON.parse(headers), body }, replayed: true };
+        if (once) {
+          // One transaction at a time per key, across every instance: the second waits, then replays.
+          await client.query({ ...keys.lock, values: [once.key] });
+          const [stored] = await rowsOf(client, keys.find, { key: once.key, since: now() - KEY_TTL_MS });
+          if (stored) {
+            const [fingerprint, status, headers, body] = stored as [string, number, string, string];
+            if (fingerprint !== once.fingerprint) throw reusedKey();
+            return { response: { status, headers: JSON.parse(headers), body }, replayed: true };
+          }
         }
-        const response = respond(await insert(client, row));
-        const { key, fingerprint } = once;
-        const { status, headers, body } = response;
-        await rowsOf(client, keys.save, { key, fingerprint, status, headers: JSON.stringify(headers), body, createdAt: now() });
+        const created: Row[] = [];
+        for (const [i, row] of (bulk ? input : [input]).entries()) {
+          try {
+            created.push(await insert(client, row));
+          } catch (error) {
+            throw bulk ? atElement(i, toApiError('write', error)) : error;
+          }
+        }
+        const response = respond(bulk ? created : (created[0] as Row));
+        if (once) {
+          const { key, fingerprint } = once;
+          const { status, headers, body } = response;
+          await rowsOf(client, keys.save, { key, fingerprint, status, headers: JSON.stringify(headers), body, createdAt: now() });
+        }
         return { response, replayed: false };
       });
     },
+
     update: (id, change) =>
       write('write', async (client) => {
         const locked = await current(client, id);

@@ -6,7 +6,7 @@ import { integer, real, SQLiteSyncDialect, type SQLiteTable, sqliteTable } from 
 import type { Db } from '../db/client.js';
 import { idempotencyKeys } from '../db/internal-schema.js';
 import { fts5Query, searchIndexName } from '../db/search.js';
-import { ApiError } from '../errors.js';
+import { ApiError, atElement } from '../errors.js';
 import { KEY_TTL_MS, reusedKey } from '../idempotency.js';
 import type { Field, Id, KeyValue, Resource } from '../resources.js';
 import type { Row } from '../validation.js';
@@ -245,14 +245,21 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
     }
   }
 
-  /** Runs `work` in the group's transaction, in its own savepoint, mapping constraint failures. */
-  function write<T>(action: 'write' | 'remove', work: () => T, rowOf: () => Row | undefined = () => undefined): Promise<T> {
+  /**
+   * Runs `work` in the group's transaction, in its own savepoint, mapping constraint failures
+   * (`rowOf`: the row written, for a 422 that names its fields; `locate`: names a bulk create's element).
+   */
+  function write<T>(
+    action: 'write' | 'remove',
+    work: () => T,
+    rowOf: () => Row | undefined = () => undefined,
+    locate: (error: unknown) => unknown = (error) => error,
+  ): Promise<T> {
     return group.submit(() => {
       try {
         return work();
       } catch (error) {
-        if (error instanceof ApiError) throw error;
-        throw toApiError(action, error, rowOf());
+        throw locate(error instanceof ApiError ? error : toApiError(action, error, rowOf()));
       }
     });
   }
@@ -371,8 +378,11 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
       }
       return { ...page, total, rowidOf };
     },
-    create(row, respond, once) {
-      const stamped = rules.forCreate(row);
+    create(input, respond, once) {
+      const bulk = Array.isArray(input);
+      const stamped = (bulk ? input : [input]).map((row) => rules.forCreate(row));
+      /** The element being inserted: a refusal names it. */
+      let at = 0;
       return write(
         'write',
         () => {
@@ -383,14 +393,20 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
               return { response: { status: stored.status, headers: JSON.parse(stored.headers), body: stored.body }, replayed: true };
             }
           }
-          const { fields, prepared } = insertFor(stamped);
-          const response = respond(toRow(prepared.statement.get(prepared.args(valuesOf(fields, stamped))) as unknown[]));
+          const created = stamped.map((row, i) => {
+            at = i;
+            const { fields, prepared } = insertFor(row);
+            return toRow(prepared.statement.get(prepared.args(valuesOf(fields, row))) as unknown[]);
+          });
+          const response = respond(bulk ? created : (created[0] as Row));
           if (once) keys.save(once, response);
           return { response, replayed: false };
         },
-        () => stamped,
+        () => stamped[at],
+        bulk ? (error) => atElement(at, error) : undefined,
       );
     },
+
     update(id, change) {
       let next: Row | undefined;
       return write(

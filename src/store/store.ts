@@ -58,8 +58,12 @@ export interface KindStore {
   withKeys(values: unknown[]): MaybePromise<Row[]>;
   /** The rows whose `field` is one of `values`, at most `cap` per value, each value's in key order: the to-many side of `expand`. */
   withParents(field: string, values: unknown[], cap: number): MaybePromise<Row[]>;
-  /** Inserts `row`; with `once`, the response is stored under the key in the same transaction, or the stored one replayed. */
-  create(row: Row, respond: (created: Row) => JsonResponse, once?: Once): Promise<Created>;
+  /**
+   * Inserts `row`, or every row of an array (a bulk create: one transaction, all or none; a refusal
+   * names the failing element, see atElement); `respond` gets what was created, in the same shape.
+   * With `once`, the response is stored under the key in the same transaction, or the stored one replayed.
+   */
+  create(row: Row | Row[], respond: (created: Row | Row[]) => JsonResponse, once?: Once): Promise<Created>;
   /** Replaces the row with what `change` makes of it; 404 when it is gone. */
   update(id: Id, change: Change): Promise<Row>;
   /** Deletes the row after `check` passes on it; 404 when it is gone, 409 while others refer to it. */
