@@ -37,10 +37,13 @@ export function digestOf(text: string): string {
   return createHash('sha256').update(text).digest('base64url').slice(0, 16);
 }
 
-/** A sort value as a cursor carries it: long text as its Digest, dates as ISO 8601. */
-export function toCursorValue(value: unknown): CursorValue {
+/**
+ * A sort value as a cursor carries it: long text as its Digest, dates as ISO 8601. A key's value
+ * travels `whole`: the next page cannot read a key back by the key (nor by rowid without one).
+ */
+export function toCursorValue(value: unknown, whole = false): CursorValue {
   if (value instanceof Date) return value.toISOString();
-  if (typeof value === 'string' && Buffer.byteLength(value) > MAX_CARRIED_BYTES) return new Digest(digestOf(value));
+  if (!whole && typeof value === 'string' && Buffer.byteLength(value) > MAX_CARRIED_BYTES) return new Digest(digestOf(value));
   return value as CursorValue;
 }
 

@@ -48,6 +48,8 @@ export interface Filter {
 export interface SortKey {
   field: Field;
   descending: boolean;
+  /** A field of the primary key: a cursor carries its value whole, however long. */
+  key?: boolean;
 }
 
 export interface ListQuery {
@@ -210,12 +212,12 @@ function parseSort(resource: Resource, raw: string | undefined, searching: boole
     const field = fieldNamed(resource, descending ? part.slice(1) : part, 'sort');
     if (kindOf(field) === undefined) throw bad('sort', `cannot order by ${field.key}`);
     if (keys.some((k) => k.field === field)) throw bad('sort', `names ${field.key} twice`);
-    keys.push({ field, descending });
+    keys.push({ field, descending, ...(resource.key.includes(field) && { key: true }) });
   }
   // Ties are broken by the key, so the order is total; a kind without a key is ordered by every field
   // (rows equal in all of them are interchangeable), so its pages by position are the same each time.
   for (const field of resource.key.length > 0 ? resource.key : resource.fields) {
-    if (!keys.some((k) => k.field === field)) keys.push({ field, descending: false });
+    if (!keys.some((k) => k.field === field)) keys.push({ field, descending: false, ...(resource.key.length > 0 && { key: true }) });
   }
   return { keys, relevance };
 }
@@ -361,7 +363,7 @@ export function encodeCursor(
   rank?: number,
 ): string {
   if (query.offset !== undefined) return cursors.seal(query.binding(), { values: [], offset: query.offset + query.limit });
-  const values = query.sort.map(({ field }) => toCursorValue(row[field.key]));
+  const values = query.sort.map(({ field, key }) => toCursorValue(row[field.key], key));
   if (query.relevance) values.unshift(rank as number);
   const rowid = values.some((value) => value instanceof Digest) ? locate() : undefined;
   return cursors.seal(query.binding(), { values, rowid });

@@ -239,6 +239,11 @@ function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () =>
             (text) => significantDigits(text) <= NUMERIC_DIGITS,
             `has more than the ${NUMERIC_DIGITS} significant digits a NUMERIC value keeps exactly`,
           )
+          // An exponent past a double's range would be stored as Inf, or as 0 for a nonzero value.
+          .refine(
+            (text) => Number.isFinite(Number(text)) && (Number(text) !== 0 || significantDigits(text) === 0),
+            'is out of the range a NUMERIC value holds (about 1e-307 to 1e308)',
+          )
           .meta({ format: 'decimal', examples: ['12.50'] });
     }
   }
@@ -274,7 +279,8 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
   // A sole integer key is a rowid the database assigns, unless it is also a foreign key (a one-to-one
   // extension of its parent: the client names the parent); a composite key is given by the client.
   const referencing = !view && getTableConfig(source).foreignKeys.some((fk) => fk.reference().columns.includes(sole as SQLiteColumn));
-  const assigned = sole !== undefined && !referencing && (sole.dataType === 'number' || sole.hasDefault);
+  // Only an INTEGER key is SQLite's rowid (a REAL one left out would be stored as NULL).
+  const assigned = sole !== undefined && !referencing && (sole.columnType === 'SQLiteInteger' || sole.hasDefault);
   const serverAssigned = new Set(assigned ? readOnly : serverManaged);
 
   const fields = Object.entries(columns).map(([key, column]) => ({ key, column, readOnly: readOnly.has(key) }));

@@ -12,6 +12,7 @@ import { checkDrift } from '../src/cli/generate.js';
 import type { DatabaseHandle } from '../src/db/client.js';
 import { customKindOf } from '../src/db/columns.js';
 import { migrationStatus } from '../src/db/migrate.js';
+import { createRegistry } from '../src/resources.js';
 import { ROOT } from './helpers.js';
 import { checksums, FIXTURE, introspect, introspectFixture, type Run } from './music-store.js';
 
@@ -281,6 +282,25 @@ Edges('writes a module that loads and type-checks for reserved, clashing and non
     const tsc = strictTsc(run);
     assert.is(tsc.status, 0, tsc.stdout + tsc.stderr);
     assert.equal(checksums(run.db, Object.keys(run.before)), run.before);
+  } finally {
+    run.remove();
+  }
+});
+
+Edges('a foreign key whose to-one name is also a field gets its one() named otherwise, so the schema serves', async () => {
+  const run = await introspectFixture((path) => {
+    const db = new Database(path);
+    db.exec(`CREATE TABLE "Status" ("StatusId" INTEGER PRIMARY KEY, "Label" TEXT);
+             CREATE TABLE "Task" ("TaskId" INTEGER PRIMARY KEY, "Status" TEXT, "StatusId" INTEGER REFERENCES "Status");`);
+    db.close();
+    return path;
+  });
+  try {
+    const task = createRegistry(run.schema).resources.find((r) => r.name === 'Task');
+    assert.equal([...(task?.expansions.keys() ?? [])], ['statusIdStatus']);
+    assert.is(task?.expansions.get('statusIdStatus')?.target.name, 'Status');
+    const tsc = strictTsc(run);
+    assert.is(tsc.status, 0, tsc.stdout + tsc.stderr);
   } finally {
     run.remove();
   }

@@ -550,6 +550,27 @@ export function toSchemaSource(model: DatabaseModel, origin: { file: string; dat
       `${key}: one(${exportOf(parent.name)}, { fields: [${childExport}.${field}], references: [${references}], relationName: ${str(name)} })`,
     );
   }
+  // A lone foreign key whose default to-one name (its field without `Id`) is also a field (`status` beside
+  // `statusId`) would stop the registry at start: its one() gets another name.
+  for (const child of tables) {
+    for (const fk of child.foreignKeys) {
+      const column = fk.from[0] as string;
+      const parent = tables.find((t) => t.name === fk.parent);
+      if (fk.from.length !== 1 || !parent || parent.key.length !== 1 || relations.some((r) => r.child === child && r.column === column))
+        continue;
+      const field = fieldOf(child.name, column);
+      const fieldKeys = new Set(names.fields.get(child.name)?.values());
+      const toOne = /^(.+?)_?I[dD]$/.exec(field)?.[1];
+      if (!toOne || !fieldKeys.has(toOne)) continue;
+      const keys = oneKeys.get(child.name) ?? fieldKeys;
+      oneKeys.set(child.name, keys);
+      const key = uniqueName(`${field}${exportOf(parent.name).replace(/^./, (c) => c.toUpperCase())}`, keys);
+      const references = `${exportOf(parent.name)}.${fieldOf(parent.name, parent.key[0] as string)}`;
+      sideOf(child.name).one.push(
+        `${key}: one(${exportOf(parent.name)}, { fields: [${exportOf(child.name)}.${field}], references: [${references}] })`,
+      );
+    }
+  }
   const relationDeclarations = [...sides].map(([table, { one, many }]) => {
     const helpers = [one.length ? 'one' : '', many.length ? 'many' : ''].filter(Boolean).join(', ');
     const name = uniqueName(`${exportOf(table)}Relations`, new Set([...names.exports.values(), ...IMPORTS]));

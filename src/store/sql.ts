@@ -32,7 +32,7 @@ export function toStatement(query: Buildable): Statement {
 
 /** Whether a column's values change between JS and the driver (booleans, dates, JSON, bigints…). */
 const decodes = (column: Column) => column.mapFromDriverValue !== Column.prototype.mapFromDriverValue;
-const encodes = (column: Column) => column.mapToDriverValue !== Column.prototype.mapToDriverValue;
+export const encodes = (column: Column) => column.mapToDriverValue !== Column.prototype.mapToDriverValue;
 
 /** A value as its column stores it (null stays null). */
 export function encoded(column: Column, value: unknown): unknown {

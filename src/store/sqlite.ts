@@ -15,6 +15,7 @@ import {
   type Buildable,
   cached,
   encoded,
+  encodes,
   keyCondition,
   keyParams,
   type ListDialect,
@@ -132,9 +133,25 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
     return prepared;
   };
 
-  /** Runs a statement whose only parameters are the key's values (keyCondition), in key order. */
-  const atKey = <T>(statement: Database.Statement, run: 'get' | 'run', id: Id): T =>
-    (soleKey ? statement[run](id) : statement[run](...(id as KeyValue[]))) as T;
+  /**
+   * Runs a statement whose only parameters are the key's values (keyCondition), in key order, each
+   * as its column stores it (a BLOB key travels as base64); most keys need no encoding.
+   */
+  const encodedKey = keyColumns.some(encodes);
+  /** The key's values under keyCondition's placeholder names, each as its column stores it. */
+  const keyArgs = (id: Id) => {
+    const params = keyParams(resource, id);
+    if (encodedKey) {
+      keyColumns.forEach((column, i) => {
+        params[`__k${i}`] = encoded(column, params[`__k${i}`]);
+      });
+    }
+    return params;
+  };
+  const atKey = <T>(statement: Database.Statement, run: 'get' | 'run', id: Id): T => {
+    if (encodedKey) return statement[run](...resource.keyValues(id).map((value, i) => encoded(keyColumns[i] as Column, value))) as T;
+    return (soleKey ? statement[run](id) : statement[run](...(id as KeyValue[]))) as T;
+  };
   // A kind without a key has no element: only its lists are served (a view has no table to write).
   const keyed = keyColumns.length > 0;
   const byId = keyed ? selecting(db.select(selection).from(table).where(keyCondition(keyColumns))).statement : undefined;
@@ -414,7 +431,7 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
         () => {
           next = rules.forUpdate(change(current(id)), sqlDefaultOf);
           if (!updateRow) return current(id);
-          const values = Object.assign(valuesOf(rules.updated, next), keyParams(resource, id));
+          const values = Object.assign(valuesOf(rules.updated, next), keyArgs(id));
           return toRow(updateRow.statement.get(updateRow.args(values)) as unknown[]);
         },
         () => next,

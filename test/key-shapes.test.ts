@@ -1,0 +1,73 @@
+// Keys and values real databases have beyond the pet shop (SQLite): a BLOB key addressed by its
+// base64 text, a REAL key the client gives (it is no rowid), a long text key paged by the default
+// order, and NUMERIC values past a double's range refused rather than stored as Inf or 0.
+import { numeric, real, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { bytes } from '../src/db/columns.js';
+import { type Service, startService, walkList } from './helpers.js';
+import * as petShop from './pet-shop/schema.js';
+
+const blobs = sqliteTable('Blobs', { key: bytes('Key').primaryKey(), note: text('Note') });
+const reals = sqliteTable('Reals', { key: real('Key').primaryKey(), note: text('Note') });
+const words = sqliteTable('Words', { word: text('Word').primaryKey(), amount: numeric('Amount') });
+
+const shapes = suite<{ service: Service }>('key shapes of existing databases');
+
+shapes.before(async (ctx) => {
+  ctx.service = await startService({
+    schema: { ...petShop, blobs, reals, words },
+    prepare: ({ sqlite }) =>
+      sqlite.exec(`CREATE TABLE "Blobs" ("Key" BLOB PRIMARY KEY, "Note" TEXT);
+                   CREATE TABLE "Reals" ("Key" REAL PRIMARY KEY, "Note" TEXT);
+                   CREATE TABLE "Words" ("Word" TEXT PRIMARY KEY, "Amount" NUMERIC) WITHOUT ROWID;`),
+  });
+});
+
+shapes.after(async (ctx) => ctx.service?.close());
+
+shapes('a BLOB key is addressed by its base64 text: read, changed and deleted', async ({ service }) => {
+  const key = Buffer.from([0, 1, 2, 250]).toString('base64');
+  const made = await service.request('POST', '/Blobs', { body: { key, note: 'x' } });
+  assert.is(made.status, 201, made.text);
+  const location = made.headers.get('location') as string;
+  assert.is(location, `/Blobs/${encodeURIComponent(key)}`);
+  assert.equal((await service.request('GET', location)).body, { key, note: 'x' });
+  assert.is((await service.request('PATCH', location, { body: { note: 'y' } })).body.note, 'y');
+  assert.is((await service.request('DELETE', location)).status, 204);
+  assert.is((await service.request('GET', location)).status, 404);
+});
+
+shapes('a REAL key is the client to give (it is no rowid): required on create, then addressable', async ({ service }) => {
+  const missing = await service.request('POST', '/Reals', { body: { note: 'no key' } });
+  assert.is(missing.status, 422, missing.text);
+  assert.equal(
+    missing.body.errors.map((e: { path: string }) => e.path),
+    ['key'],
+  );
+  const made = await service.request('POST', '/Reals', { body: { key: 2.5, note: 'half' } });
+  assert.is(made.status, 201, made.text);
+  assert.is((await service.request('GET', made.headers.get('location') as string)).body.note, 'half');
+});
+
+shapes('a long text key is paged by the default order on a table without rowid', async ({ service }) => {
+  const long = (i: number) => `${String(i).padStart(3, '0')}-${'w'.repeat(200)}`;
+  for (let i = 0; i < 5; i++) assert.is((await service.request('POST', '/Words', { body: { word: long(i) } })).status, 201);
+  const all = await walkList(service, '/Words?limit=2');
+  assert.equal(
+    all.map((w) => w.word),
+    [0, 1, 2, 3, 4].map(long),
+  );
+});
+
+shapes('a NUMERIC value past a double range is refused, not stored as Inf or 0', async ({ service }) => {
+  for (const amount of ['1e999', '-1e400', '1e-400']) {
+    const reply = await service.request('POST', '/Words', { body: { word: `n${amount}`, amount } });
+    assert.is(reply.status, 422, `${amount}: ${reply.text}`);
+  }
+  for (const amount of ['0e5', '1.5e10', '-0.000']) {
+    assert.is((await service.request('POST', '/Words', { body: { word: `n${amount}`, amount } })).status, 201, amount);
+  }
+});
+
+shapes.run();
