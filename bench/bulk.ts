@@ -1,12 +1,14 @@
 // Bulk creates (API.md §7): rows per second inserting users one POST per element (wrk, 32 connections)
 // against JSON arrays of 1,000 (one request at a time), on the compiled service at its defaults
-// (SQLite, DATABASE_SYNCHRONOUS=FULL, LOG_LEVEL=info). Every answer is checked; nothing is asserted on time.
-// Usage: npm run build && npx tsx bench/bulk.ts [--rows 100000] [--seconds 10] [--batch 1000]
+// (SQLite, DATABASE_SYNCHRONOUS=FULL, LOG_LEVEL=info; or a new database on a PostgreSQL server with
+// --pg-url, an admin URL). Every answer is checked; nothing is asserted on time.
+// Usage: npm run build && npx tsx bench/bulk.ts [--rows 100000] [--seconds 10] [--batch 1000] [--pg-url postgres://…]
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import pg from 'pg';
 import { available, load } from './load.js';
 
 const { values: args } = parseArgs({
@@ -14,6 +16,7 @@ const { values: args } = parseArgs({
     rows: { type: 'string', default: '100000' },
     seconds: { type: 'string', default: '10' },
     batch: { type: 'string', default: '1000' },
+    'pg-url': { type: 'string' },
   },
 });
 const ROWS = Number(args.rows);
@@ -25,9 +28,9 @@ if (![ROWS, SECONDS, BATCH].every((n) => Number.isInteger(n) && n > 0) || BATCH 
 if (!(await available('wrk', '-v'))) throw new Error('wrk is not installed (Debian: apt-get install wrk)');
 
 /** Starts dist/main.js on a new database (migrated at start) and resolves with its URL once it listens. */
-async function startService(databasePath: string): Promise<{ base: string; stop: () => Promise<void> }> {
+async function startService(database: Record<string, string>): Promise<{ base: string; stop: () => Promise<void> }> {
   const child = spawn(process.execPath, ['dist/main.js'], {
-    env: { ...process.env, DATABASE_PATH: databasePath, PORT: '0', LOG_LEVEL: 'info' },
+    env: { ...process.env, ...database, PORT: '0', LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const orphan = () => child.kill('SIGTERM');
@@ -58,7 +61,24 @@ async function count(base: string): Promise<number> {
 
 const scratch = mkdtempSync(join(tmpdir(), 'restable-bulk-'));
 process.on('exit', () => rmSync(scratch, { recursive: true, force: true }));
-const { base, stop } = await startService(join(scratch, 'app.db'));
+/** On PostgreSQL: a new database on the server, dropped at the end. */
+let dropDatabase = async () => {};
+let database: Record<string, string> = { DATABASE_PATH: join(scratch, 'app.db') };
+if (args['pg-url']) {
+  const admin = new pg.Client(args['pg-url']);
+  await admin.connect();
+  const name = `restable_bulk_${process.pid}`;
+  await admin.query(`DROP DATABASE IF EXISTS ${name}`);
+  await admin.query(`CREATE DATABASE ${name}`);
+  const url = new URL(args['pg-url']);
+  url.pathname = `/${name}`;
+  database = { DATABASE_URL: url.href };
+  dropDatabase = async () => {
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin.end();
+  };
+}
+const { base, stop } = await startService(database);
 
 // One POST per element: wrk, 32 connections, each request a new user.
 const single = await load(
@@ -89,9 +109,11 @@ const seconds = Number(process.hrtime.bigint() - started) / 1e9;
 const total = await count(base);
 if (total !== afterSingle + ROWS) throw new Error(`expected ${afterSingle + ROWS} users, found ${total}`);
 await stop();
+await dropDatabase();
 
 const bulkRate = ROWS / seconds;
-console.log(`Node ${process.version}; SQLite at DATABASE_SYNCHRONOUS=FULL; rows per second\n`);
+const engine = args['pg-url'] ? 'PostgreSQL (a new database on the server given)' : 'SQLite at DATABASE_SYNCHRONOUS=FULL';
+console.log(`Node ${process.version}; ${engine}; rows per second\n`);
 console.log('| how | rows | rows/s | × one by one |');
 console.log('|---|---:|---:|---:|');
 console.log(`| one POST per element (wrk, 32 connections, ${SECONDS} s) | ${single.requests} | ${Math.round(single.rps)} | 1.0 |`);

@@ -138,6 +138,12 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
 
   const paths = doc.paths as Record<string, Json>;
   const collections = Object.keys(paths).filter((p) => !p.includes('{') && paths[p]?.post);
+  /** Whether an operation's body may be an array of elements (a oneOf with an array variant). */
+  const takesArrays = (operation: Json) => {
+    const content = resolve(operation.requestBody)?.content ?? {};
+    const schema = resolve(content['application/json']?.schema);
+    return Boolean((schema?.oneOf as Json[] | undefined)?.some((variant) => resolve(variant)?.type === 'array'));
+  };
   const requestSchema = (operation: Json) => {
     const content = resolve(operation.requestBody)?.content ?? {};
     const schema = content['application/json']?.schema ?? (Object.values(content)[0] as Json | undefined)?.schema;
@@ -179,19 +185,27 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
    * those new references. A related POST (`template` has `{id}`) that still conflicts is tried under
    * a new parent: the one it names may already have its only child (a one-to-one extension).
    */
-  async function post(path: string, schema: Json, depth = 0, tags: string[] = [], template?: string): Promise<Reply> {
+  async function post(
+    path: string,
+    schema: Json,
+    depth = 0,
+    tags: string[] = [],
+    template?: string,
+    wrap: (body: unknown) => unknown = (body) => body,
+  ): Promise<Reply> {
+    const send = (at: string, body: unknown) => call('POST', at, wrap(body));
     const first = sample(schema);
-    const reply = await call('POST', path, first);
+    const reply = await send(path, first);
     if (depth > 0 || (reply.status !== 409 && reply.status !== 422)) return reply;
     for (const collection of referencedCollections(first)) if (collection !== path) await make(collection, depth + 1);
     const second = sample(schema);
-    const again = await call('POST', path, second);
+    const again = await send(path, second);
     if (again.status !== 409 && again.status !== 422) return again;
     const parent = template?.includes('{')
       ? (await make(template.slice(0, template.indexOf('/{')), depth + 1))?.split('/').pop()
       : undefined;
     if (template && parent !== undefined) {
-      const moved = await call('POST', template.replace(/\{[^}]+\}/, parent), sample(schema));
+      const moved = await send(template.replace(/\{[^}]+\}/, parent), sample(schema));
       if (moved.status !== 409 && moved.status !== 422) return moved;
     }
     const row = (await firstElement(path)) ?? (await firstElement(collectionTagged(tags)));
@@ -199,7 +213,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
     // Only what the body must hold: an optional field may be one the path supplies (a related POST's reference).
     const required = new Set<string>(resolve(schema)?.required ?? []);
     const copied = Object.fromEntries(Object.entries(row).filter(([key]) => required.has(key)));
-    return call('POST', path, {
+    return send(path, {
       ...copied,
       ...Object.fromEntries(Object.entries(second as Json).filter(([key]) => /[iI]d$/.test(key) && referenceFor(key) !== undefined)),
     });
@@ -303,6 +317,20 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
       if (method === 'POST' && reply.status >= 200 && reply.status < 300) {
         const location = reply.headers.get('location');
         if (location) created.push({ collection: template, location: new URL(location, `${base}/`).pathname });
+        // A POST that also takes an array of elements (a bulk create): one element in an array is created as
+        // one, or refused as element 0 (its errors prefixed "0/": the generator cannot always find a second valid body).
+        if (takesArrays(operation)) {
+          const bulk = await post(target, requestSchema(operation), 0, operation.tags, template, (body) => [body]);
+          const paths: string[] = (bulk.body?.errors ?? []).map((e: { path?: string }) => String(e.path));
+          const one = bulk.status === 201 && Array.isArray(bulk.body) && bulk.body.length === 1;
+          // No Location for an array: the element is cleaned up by its collection and id, as make() finds it.
+          const collection = template.includes('{') ? collectionTagged(operation.tags ?? []) : template;
+          const id = one ? bulk.body[0]?.id : undefined;
+          if (collection && id !== undefined) created.push({ collection, location: `${collection}/${encodeURIComponent(String(id))}` });
+          const refused = (bulk.status === 409 || bulk.status === 422) && paths.length > 0 && paths.every((p) => /^0(\/|$)/.test(p));
+          const got = one ? '201 [1]' : `${bulk.status} ${paths.join(', ') || '(no errors)'}`;
+          record(template, 'POST [array]', '201 [1], or 409/422 naming element 0', got, one || refused);
+        }
       }
       record(
         template,
