@@ -3,13 +3,13 @@
 // (SQLite, DATABASE_SYNCHRONOUS=FULL, LOG_LEVEL=info; or a new database on a PostgreSQL server with
 // --pg-url, an admin URL). Every answer is checked; nothing is asserted on time.
 // Usage: npm run build && npx tsx bench/bulk.ts [--rows 100000] [--seconds 10] [--batch 1000] [--pg-url postgres://…]
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { available, load } from './load.js';
+import { startService } from './service.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -26,32 +26,6 @@ if (![ROWS, SECONDS, BATCH].every((n) => Number.isInteger(n) && n > 0) || BATCH 
   throw new Error('--rows, --seconds and --batch take whole numbers (--batch at most 1000)');
 }
 if (!(await available('wrk', '-v'))) throw new Error('wrk is not installed (Debian: apt-get install wrk)');
-
-/** Starts dist/main.js on a new database (migrated at start) and resolves with its URL once it listens. */
-async function startService(database: Record<string, string>): Promise<{ base: string; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, ['dist/main.js'], {
-    env: { ...process.env, ...database, PORT: '0', LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const orphan = () => child.kill('SIGTERM');
-  process.once('exit', orphan);
-  child.once('exit', () => process.off('exit', orphan));
-  const base = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const listen = (chunk: Buffer) => {
-      out += chunk;
-      const match = /listening on (http:\/\/[\d.:]+)/.exec(out);
-      if (match) {
-        child.stdout.off('data', listen);
-        child.stdout.resume(); // the request log goes on, unread
-        resolve(match[1] as string);
-      }
-    };
-    child.stdout.on('data', listen);
-    child.on('exit', (code) => reject(new Error(`service exited with ${code}`)));
-  });
-  return { base, stop: () => new Promise((resolve) => child.once('exit', () => resolve()).kill('SIGTERM')) };
-}
 
 async function count(base: string): Promise<number> {
   const reply = await fetch(`${base}/users?count=true&limit=1`);

@@ -1,7 +1,6 @@
 // Collection latency at growing sizes (issues 3 and 15): fills users, pets and orders with N rows each, starts
 // the compiled service on that file, and reports median latencies of paging, filters, counts, fields=, expand= and q=.
 // Usage: npm run bench:collections -- [--sizes 10000,100000,1000000] [--samples 200] [--warmup 200]
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { cpus, tmpdir } from 'node:os';
@@ -9,6 +8,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { closeDatabase, openDatabase } from '../src/db/client.js';
 import { applyMigrations } from '../src/db/migrate.js';
+import { startService } from './service.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -183,27 +183,6 @@ async function fill(path: string, rows: number): Promise<void> {
   closeDatabase(database);
 }
 
-async function startService(databasePath: string): Promise<{ base: string; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, ['dist/main.js'], {
-    env: { ...process.env, DATABASE_PATH: databasePath, PORT: '0', LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  // A failed check ends this process: the service must not outlive it (it would hold the terminal's pipes open).
-  const orphan = () => child.kill('SIGTERM');
-  process.once('exit', orphan);
-  child.once('exit', () => process.off('exit', orphan));
-  const base = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
-      const match = /listening on (http:\/\/[\d.:]+)/.exec(out);
-      if (match) resolve(match[1] as string);
-    });
-    child.on('exit', (code) => reject(new Error(`service exited with ${code}`)));
-  });
-  return { base, stop: () => new Promise((resolve) => child.once('exit', () => resolve()).kill('SIGTERM')) };
-}
-
 /** Walks `collection` to the end with the largest pages and returns the cursor of the last one. */
 async function cursorNearEnd(base: string, collection: string): Promise<string> {
   let next: string | undefined = `/${collection}?limit=1000`;
@@ -233,7 +212,7 @@ for (const rows of sizes) {
   const filling = process.hrtime.bigint();
   await fill(file, rows);
   const filled = Number(process.hrtime.bigint() - filling) / 1e9;
-  const service = await startService(file);
+  const service = await startService({ DATABASE_PATH: file });
   process.stderr.write('walking to the end… ');
   const cursor = await cursorNearEnd(service.base, 'users');
   const ordersCursor = await cursorNearEnd(service.base, 'orders');
