@@ -31,8 +31,13 @@ export interface OpenApiOptions {
   services?: { path: string; methods: readonly Method[]; summary: string; produces: string }[];
 }
 
-/** A component name OpenAPI accepts (`^[a-zA-Z0-9._-]+$`): a table named `Liner Notes` is `Liner_Notes` there. */
-const componentName = (name: string) => name.replace(/[^A-Za-z0-9._-]/g, '_');
+/**
+ * A component name OpenAPI accepts (`^[a-zA-Z0-9._-]+$`), one per name: `_` is written `__` and any
+ * other character `_<hex code point>_`, so `Liner Notes` is `Liner_20_Notes` and `売上` and `在庫`
+ * stay apart (replacing each with `_` made them the same component).
+ */
+const componentName = (name: string) =>
+  name.replace(/[^A-Za-z0-9.-]/gu, (c) => (c === '_' ? '__' : `_${(c.codePointAt(0) as number).toString(16)}_`));
 const ref = (kind: 'schemas' | 'responses' | 'headers' | 'parameters', name: string) => ({
   $ref: `#/components/${kind}/${componentName(name)}`,
 });

@@ -1,8 +1,11 @@
 // The OpenAPI document: valid per a standard OpenAPI 3.1 validator, the same (path, method) set as
 // the router serves, and per resource kind the schemas, parameters, headers and statuses.
 import { compileErrors, validate } from '@readme/openapi-parser';
+import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { toOpenApi } from '../src/openapi.js';
+import { createRegistry } from '../src/resources.js';
 import { FIXTURES, userSample } from './fixtures.js';
 import { type Service, startService } from './helpers.js';
 
@@ -299,3 +302,20 @@ limited('documents the 429 every path but the probes can answer, as the server d
 });
 
 limited.run();
+
+const names = suite('OpenAPI component names');
+
+names('names a component name cannot hold stay apart: one component per table, every $ref resolves', async () => {
+  const sales = sqliteTable('売上', { id: integer('id').primaryKey(), note: text('note') });
+  const stock = sqliteTable('在庫', { id: integer('id').primaryKey(), note: text('note') });
+  const underscored = sqliteTable('Liner_Notes', { id: integer('id').primaryKey() });
+  const spaced = sqliteTable('Liner Notes', { id: integer('id').primaryKey() });
+  const doc = toOpenApi(createRegistry({ sales, stock, underscored, spaced })) as { components: { schemas: Record<string, unknown> } };
+  const schemas = Object.keys(doc.components.schemas).filter((name) => !name.includes('.') && name !== 'Problem');
+  assert.equal(schemas.sort(), ['Liner_20_Notes', 'Liner__Notes', '_5728__5eab_', '_58f2__4e0a_'].sort());
+  assert.ok(schemas.every((name) => /^[A-Za-z0-9._-]+$/.test(name)));
+  const result = await validate(structuredClone(doc) as never);
+  assert.ok(result.valid, compileErrors(result));
+});
+
+names.run();
