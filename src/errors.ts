@@ -92,7 +92,12 @@ export class ApiError extends Error {
   readonly headers: Record<string, string>;
 
   constructor(code: ErrorCode, message: string, options: ApiErrorOptions = {}) {
+    // An answer to the client, not a fault: no stack is captured (capturing one cost more than the
+    // rest of a 404). A cause keeps its own stack for the log.
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message, { cause: options.cause });
+    Error.stackTraceLimit = limit;
     this.code = code;
     this.errors = options.errors;
     this.headers = options.headers ?? {};

@@ -10,10 +10,11 @@ import { protocolError, type Target } from './protocol.js';
 import { OPEN_PATHS, OPEN_PREFIX, PROBE_PATHS, READ_METHODS } from './resources.js';
 
 export type GuardedRequest = Target & { id?: string; path?: string };
-export type Guard = (req: GuardedRequest, res: ServerResponse, next: (error?: unknown) => void) => void;
 
 /** What a step decides: stop with an error, stop because it answered, or go on (undefined). */
-type Verdict = ApiError | 'answered' | undefined;
+export type Verdict = ApiError | 'answered' | undefined;
+/** The guards of one request: their verdict, synchronous unless a step is (the rate limit). */
+export type Guard = (req: GuardedRequest, res: ServerResponse) => Verdict | Promise<Verdict>;
 type Step = (req: GuardedRequest, res: ServerResponse) => Verdict | Promise<Verdict>;
 
 /** Headers every response carries: a JSON API is never sniffed, framed or a referrer source. */
@@ -25,15 +26,33 @@ const SECURITY_ENTRIES = Object.entries({
 });
 const SECURITY_NAMES = SECURITY_ENTRIES.map(([name]) => name.toLowerCase());
 
+/** Lower-case security header name → its index in SECURITY_ENTRIES. */
+const SECURITY_INDEX = new Map(SECURITY_NAMES.map((name, i) => [name, i]));
+
 /**
  * The server's responses: once identified, every response carries its request id and the security
  * headers, added in writeHead as one list with the response's own headers instead of header by
  * header beforehand (each setHeader validates and stores, and a writeHead after any setHeader
  * merges its headers one by one: ~8 such calls a response). A header the response sets itself
- * (a page's own Content-Security-Policy) wins over the default.
+ * (a page's own Content-Security-Policy) wins over the default. Headers set one by one (CORS,
+ * RateLimit) are only looked up when some were set (`progressive`).
  */
 export class IdentifiedResponse<Request extends IncomingMessage = IncomingMessage> extends ServerResponse<Request> {
   requestId?: string;
+  /** When the request arrived (performance.now()), for the request log line. */
+  startedAt = 0;
+  /** Whether a header was set before writeHead (setHeader/appendHeader). */
+  private progressive = false;
+
+  override setHeader(name: string, value: number | string | readonly string[]): this {
+    this.progressive = true;
+    return super.setHeader(name, value);
+  }
+
+  override appendHeader(name: string, value: string | readonly string[]): this {
+    this.progressive = true;
+    return super.appendHeader(name, value);
+  }
 
   override writeHead(statusCode: number, ...rest: unknown[]): this {
     if (this.requestId === undefined) return super.writeHead(statusCode, ...(rest as [OutgoingHttpHeaders]));
@@ -41,21 +60,25 @@ export class IdentifiedResponse<Request extends IncomingMessage = IncomingMessag
     // Node reads writeHead(status, headers) and writeHead(status, reason | undefined, headers).
     const given = (reason === undefined ? (rest[0] ?? rest[1]) : rest[1]) as OutgoingHttpHeaders | (string | number)[] | undefined;
     const list: (string | number | string[])[] = ['X-Request-Id', this.requestId];
-    const named = new Set<string>();
+    /** Bit i set: the response names SECURITY_ENTRIES[i] itself. */
+    let named = 0;
+    const take = (name: string, value: string | number | string[]) => {
+      const index = SECURITY_INDEX.get(name.toLowerCase());
+      if (index !== undefined) named |= 1 << index;
+      list.push(name, value);
+    };
     if (Array.isArray(given)) {
-      for (let i = 0; i < given.length; i += 2) named.add(String(given[i]).toLowerCase());
-      list.push(...given);
+      for (let i = 0; i < given.length; i += 2) take(String(given[i]), given[i + 1] as string | number);
     } else if (given) {
       for (const name in given) {
         const value = given[name];
-        if (value === undefined) continue;
-        named.add(name.toLowerCase());
-        list.push(name, value);
+        if (value !== undefined) take(name, value);
       }
     }
     for (let i = 0; i < SECURITY_ENTRIES.length; i++) {
-      const lower = SECURITY_NAMES[i] as string;
-      if (!named.has(lower) && !this.hasHeader(lower)) list.push(...(SECURITY_ENTRIES[i] as [string, string]));
+      if (named & (1 << i) || (this.progressive && this.hasHeader(SECURITY_NAMES[i] as string))) continue;
+      const [name, value] = SECURITY_ENTRIES[i] as [string, string];
+      list.push(name, value);
     }
     return reason === undefined ? super.writeHead(statusCode, list as string[]) : super.writeHead(statusCode, reason, list as string[]);
   }
@@ -207,30 +230,21 @@ const asterisk: Step = (req, res) => {
 /** The methods a path defines (its Allow), or undefined when nothing is routed there. */
 export type AllowOf = (path: string) => string | undefined;
 
-/**
- * Runs steps from `i` in order; a step that is async pauses the run, which resumes where it left.
- * @returns nothing: the verdict goes to `next` (an error), or the response was answered, or next() passes on
- */
-function runSteps(steps: Step[], i: number, req: GuardedRequest, res: ServerResponse, next: (error?: unknown) => void): void {
+/** Runs steps from `i` in order, synchronously until a step answers a promise (then the rest follow it). */
+function runSteps(steps: Step[], i: number, req: GuardedRequest, res: ServerResponse): Verdict | Promise<Verdict> {
   for (; i < steps.length; i++) {
     const verdict = (steps[i] as Step)(req, res);
     if (verdict instanceof Promise) {
       const resume = i + 1;
-      verdict.then((v) => (v === undefined ? runSteps(steps, resume, req, res, next) : v !== 'answered' && next(v))).catch(next);
-      return;
+      return verdict.then((v) => (v === undefined ? runSteps(steps, resume, req, res) : v));
     }
-    if (verdict !== undefined) return void (verdict !== 'answered' && next(verdict));
+    if (verdict !== undefined) return verdict;
   }
-  next();
-}
-
-/** Runs steps in order in one middleware (each polka hop costs), pausing only for a step that is async. */
-function chain(steps: Step[]): Guard {
-  return (req, res, next) => runSteps(steps, 0, req, res, next);
+  return undefined;
 }
 
 /**
- * The one guard middleware for a configuration; `log` (the request logger) starts right after the
+ * The guards of a configuration, in one function; `log` (the request logger) starts right after the
  * request id is set.
  */
 export function createGuards(
@@ -250,5 +264,6 @@ export function createGuards(
     client,
     asterisk,
   ];
-  return chain(steps.filter((step): step is Step => step !== undefined));
+  const active = steps.filter((step): step is Step => step !== undefined);
+  return (req, res) => runSteps(active, 0, req, res);
 }

@@ -123,22 +123,48 @@ export function jsonResponse(status: number, value: unknown, headers: Record<str
 /** A JSON response for one element, with the strong ETag of exactly these bytes. */
 export function elementResponse(status: number, row: unknown, headers: Record<string, string> = {}): JsonResponse {
   const body = JSON.stringify(row);
-  return { status, headers: { ...headers, ETag: etagOf(body) }, body };
+  headers.ETag = etagOf(body);
+  return { status, headers, body };
 }
 
-/** Writes a whole body with its media type and an exact Content-Length (so HEAD answers carry it too). */
-function writeBody(res: ServerResponse, status: number, type: string, body: string, headers: Record<string, string>): void {
-  res.writeHead(status, { ...headers, 'Content-Type': `${type}; charset=utf-8`, 'Content-Length': Buffer.byteLength(body) });
+/** The Content-Type of each media type the service writes, built once. */
+const CONTENT_TYPES = new Map<string, string>();
+const contentTypeOf = (type: string): string => {
+  let value = CONTENT_TYPES.get(type);
+  if (value === undefined) {
+    value = `${type}; charset=utf-8`;
+    CONTENT_TYPES.set(type, value);
+  }
+  return value;
+};
+
+/**
+ * Writes a whole body with its media type and an exact Content-Length (so HEAD answers carry it too).
+ * The headers go to writeHead as one flat list (no merged copies); `extra` adds to (or overrides) `headers`.
+ */
+function writeBody(
+  res: ServerResponse,
+  status: number,
+  type: string,
+  body: string,
+  headers: Record<string, string>,
+  extra?: Record<string, string>,
+): void {
+  const list: (string | number)[] = [];
+  for (const name in headers) if (extra?.[name] === undefined) list.push(name, headers[name] as string);
+  if (extra) for (const name in extra) list.push(name, extra[name] as string);
+  list.push('Content-Type', contentTypeOf(type), 'Content-Length', Buffer.byteLength(body));
+  res.writeHead(status, list as string[]);
   res.end(body);
 }
 
 /** Sends a JSON response. */
-export function send(res: ServerResponse, { status, headers, body }: JsonResponse, extra: Record<string, string> = {}): void {
-  writeBody(res, status, 'application/json', body, { ...headers, ...extra });
+export function send(res: ServerResponse, { status, headers, body }: JsonResponse, extra?: Record<string, string>): void {
+  writeBody(res, status, 'application/json', body, headers, extra);
 }
 
 export function sendJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
-  send(res, jsonResponse(status, value, headers));
+  writeBody(res, status, 'application/json', JSON.stringify(value), headers);
 }
 
 /** Sends a text body (HTML, JavaScript) with its media type. */

@@ -53,24 +53,30 @@ function overloaded(hasBody: boolean): ApiError {
 export function createInFlightGate(config: Pick<Config, 'maxInFlight' | 'maxBodyBytesInFlight'>) {
   let requests = 0;
   let bytes = 0;
+  /** A request without a body gives back its place when its response closes (one listener for all of them). */
+  const leave = () => {
+    requests--;
+  };
   return (req: IncomingMessage, res: ServerResponse): ApiError | undefined => {
     const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length']) > 0;
     if (requests >= config.maxInFlight || (hasBody && bytes >= config.maxBodyBytesInFlight)) return overloaded(hasBody);
     requests++;
+    if (!hasBody) {
+      res.on('close', leave);
+      return undefined;
+    }
     let taken = 0;
     const release = () => {
       bytes -= taken;
       taken = 0;
     };
-    if (hasBody) {
-      const take = (more: number) => {
-        if (bytes + more > config.maxBodyBytesInFlight) return false;
-        bytes += more;
-        taken += more;
-        return true;
-      };
-      (req as { [BUDGET]?: BodyBudget })[BUDGET] = { take, release };
-    }
+    const take = (more: number) => {
+      if (bytes + more > config.maxBodyBytesInFlight) return false;
+      bytes += more;
+      taken += more;
+      return true;
+    };
+    (req as { [BUDGET]?: BodyBudget })[BUDGET] = { take, release };
     res.on('close', () => {
       requests--;
       release();

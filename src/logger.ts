@@ -79,6 +79,9 @@ function lineQueue(stream: SyncStream): (line: string) => void {
   };
 }
 
+/** A response whose line is pending: when it started (IdentifiedResponse declares the field). */
+type Logged = ServerResponse & { startedAt: number };
+
 /** pino's own destination (sonic-boom): a byte stream with a file descriptor that can be flushed synchronously. */
 type SyncStream = Destination['stream'] & { flushSync: () => void; fd: number };
 
@@ -116,27 +119,34 @@ export function createRequestLogger(logger: Logger) {
       ? lineQueue(stream as SyncStream)
       : (line: string) => void stream.write(line));
   const write = (level: 'error' | 'warn' | 'info', req: IncomingMessage & { id?: string }, path: string, status: number, ms: number) => {
-    const msg = `${req.method} ${path} ${status}`;
     if (!destination || !queue) {
-      logger[level]({ requestId: req.id, req: { method: req.method, path }, res: { status }, durationMs: ms }, msg);
+      logger[level](
+        { requestId: req.id, req: { method: req.method, path }, res: { status }, durationMs: ms },
+        `${req.method} ${path} ${status}`,
+      );
       return;
     }
+    // A method is a token (no character JSON escapes); the path is escaped once and used twice.
+    const quoted = JSON.stringify(path);
     queue(
       `{"level":${logger.levels.values[level]},"time":${Date.now()}${destination.bindings},"requestId":${JSON.stringify(req.id)},` +
-        `"req":{"method":${JSON.stringify(req.method)},"path":${JSON.stringify(path)}},"res":{"status":${status}},` +
-        `"durationMs":${ms},"msg":${JSON.stringify(msg)}}\n`,
+        `"req":{"method":"${req.method}","path":${quoted}},"res":{"status":${status}},` +
+        `"durationMs":${ms},"msg":"${req.method} ${quoted.slice(1, -1)} ${status}"}\n`,
     );
   };
-  return (req: IncomingMessage & { id?: string; originalUrl?: string }, res: ServerResponse) => {
+  /** One listener for every response (no closure per request): the response knows its request and start. */
+  function onFinish(this: Logged) {
+    const status = this.statusCode;
+    const level = levelOf(status);
+    if (!logger.isLevelEnabled(level)) return;
+    const req = this.req as IncomingMessage & { id?: string; originalUrl?: string };
     // The target as sent (an absolute-form URL or `*` is rewritten for routing before this runs).
     const target = req.originalUrl ?? req.url ?? '';
-    const start = performance.now();
-    res.once('finish', () => {
-      const status = res.statusCode;
-      const level = levelOf(status);
-      if (!logger.isLevelEnabled(level)) return;
-      const query = target.indexOf('?');
-      write(level, req, query === -1 ? target : target.slice(0, query), status, Math.round((performance.now() - start) * 100) / 100);
-    });
+    const query = target.indexOf('?');
+    write(level, req, query === -1 ? target : target.slice(0, query), status, Math.round((performance.now() - this.startedAt) * 100) / 100);
+  }
+  return (_req: IncomingMessage, res: ServerResponse) => {
+    (res as Logged).startedAt = performance.now();
+    res.on('finish', onFinish);
   };
 }

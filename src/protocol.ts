@@ -33,14 +33,17 @@ export function normalizeTarget(req: Target): void {
   req.url = '/';
 }
 
-/** How many times a header field occurs in the request as sent (Node folds duplicates of some). */
-function occurrences(req: IncomingMessage, name: string): number {
-  let count = 0;
-  for (let i = 0; i < req.rawHeaders.length; i += 2) {
-    const field = req.rawHeaders[i] as string;
-    if (field.length === name.length && field.toLowerCase() === name) count++;
+/** How many Host and Content-Type fields the request has as sent (Node folds duplicates of some), in one pass. */
+function occurrences(req: IncomingMessage): { hosts: number; contentTypes: number } {
+  let hosts = 0;
+  let contentTypes = 0;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const field = raw[i] as string;
+    if (field.length === 4 && field.toLowerCase() === 'host') hosts++;
+    else if (field.length === 12 && field.toLowerCase() === 'content-type') contentTypes++;
   }
-  return count;
+  return { hosts, contentTypes };
 }
 
 /**
@@ -53,7 +56,7 @@ export function protocolError(req: Target): ApiError | undefined {
       headers: { Connection: 'close' },
     });
   }
-  const hosts = occurrences(req, 'host');
+  const { hosts, contentTypes } = occurrences(req);
   if (hosts > 1 || (hosts === 0 && req.httpVersion === '1.1')) {
     return new ApiError('badRequest', `An HTTP/1.1 request needs exactly one Host header; this one has ${hosts}.`, {
       headers: { Connection: 'close' },
@@ -62,7 +65,7 @@ export function protocolError(req: Target): ApiError | undefined {
   if (hosts === 1 && !HOST.test(req.headers.host ?? '')) {
     return new ApiError('badRequest', 'The Host header is not a valid host[:port].', { headers: { Connection: 'close' } });
   }
-  if (occurrences(req, 'content-type') > 1) return new ApiError('badRequest', 'The request has more than one Content-Type header.');
+  if (contentTypes > 1) return new ApiError('badRequest', 'The request has more than one Content-Type header.');
   if (req.invalidTarget) {
     return new ApiError('badRequest', 'The request-target must be a path (origin form), an http(s) URL, or * for OPTIONS.');
   }

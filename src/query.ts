@@ -407,6 +407,22 @@ function parseCursor(
  * @throws {ApiError} 400 for any unknown, malformed or out-of-range parameter, or one past QUERY_LIMITS
  */
 export function parseListQuery(resource: Resource, query: RawQuery, { scope = '', cursors }: ListQueryOptions = {}): ListQuery {
+  let name: string | undefined;
+  for (name in query) break;
+  if (name !== undefined) return parseGivenListQuery(resource, query, scope, cursors);
+  // No parameter: the kind's default page, parsed once (nothing downstream changes a query).
+  let plain = DEFAULT_LISTS.get(resource);
+  if (!plain) {
+    plain = parseGivenListQuery(resource, query, '', undefined);
+    DEFAULT_LISTS.set(resource, plain);
+  }
+  return { ...plain, binding: () => bindingOf(resource, scope, query) };
+}
+
+/** Each kind's list query without parameters. */
+const DEFAULT_LISTS = new WeakMap<Resource, ListQuery>();
+
+function parseGivenListQuery(resource: Resource, query: RawQuery, scope: string, cursors: CursorCodec | undefined): ListQuery {
   const errors: FieldError[] = [];
   const attempt = <T>(work: () => T): T | undefined => {
     try {

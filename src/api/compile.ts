@@ -152,7 +152,8 @@ export function compile(endpoint: Endpoint): CompiledEndpoint {
 /** Answers GET/HEAD on an element: 304 when If-None-Match matches, else the element with its ETag. */
 function sendElement(req: Request, res: Response, row: Row, shape: Shape): void {
   const response = elementResponse(200, shaped(shape, [row])[0]);
-  if (evaluatePreconditions(req.method as string, req.headers, response.headers.ETag as string) === 'notModified') {
+  const conditional = req.headers['if-none-match'] !== undefined || req.headers['if-match'] !== undefined;
+  if (conditional && evaluatePreconditions(req.method as string, req.headers, response.headers.ETag as string) === 'notModified') {
     sendEmpty(res, 304, { ETag: response.headers.ETag as string });
   } else {
     send(res, response);
@@ -216,7 +217,7 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
         Array.isArray(created) ? jsonResponse(201, created) : elementResponse(201, created, { Location: resource.elementPath(created) }),
       once,
     );
-    send(res, response, replayed ? { 'Idempotent-Replayed': 'true' } : {});
+    send(res, response, replayed ? { 'Idempotent-Replayed': 'true' } : undefined);
   };
 
   /** PUT and PATCH: read the body, then (in the write's transaction) check the preconditions and validate against the current row. */
