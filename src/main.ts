@@ -13,6 +13,7 @@ import { startRateLimitPrimary } from './load.js';
 import { createLogger } from './logger.js';
 import { RegistryError } from './resources.js';
 import { createHttpServer } from './server.js';
+import { loadPostgresStore } from './store/backend.js';
 
 /** The port is taken or the host cannot be bound; one line for the user. */
 class ListenError extends Error {
@@ -31,6 +32,7 @@ async function close(database: Database): Promise<void> {
 async function migratePostgres(url: string, config: Config, logger: Logger): Promise<PostgresHandle> {
   const database = openPostgres(url, postgresOptions(config));
   try {
+    await loadPostgresStore();
     const { applied } = await applyPgMigrations(database);
     logger.info({ database: database.url, applied }, applied.length ? `applied ${applied.length} migration(s)` : 'database is up to date');
     return database;

@@ -314,11 +314,17 @@ function parseShaping(resource: Resource, query: RawQuery): Shape {
   return shape;
 }
 
+/** The shape of an element asked for without parameters: every field, nothing expanded. */
+const WHOLE: Shape = Object.freeze({});
+
 /**
  * Parses the query string of an element's GET: shaping parameters only.
  * @throws {ApiError} 400 naming an unknown parameter or a malformed value
  */
 export function parseElementQuery(resource: Resource, query: RawQuery): Shape {
+  let name: string | undefined;
+  for (name in query) break;
+  if (name === undefined) return WHOLE; // the common case: no parameter, the whole element
   const unknown = Object.keys(query).filter((name) => !(SHAPING as readonly string[]).includes(name));
   if (unknown.length > 0) {
     throw badQuery(unknown.map((name) => ({ path: echo(name), message: 'is not a query parameter of an element; use fields or expand' })));

@@ -20,6 +20,7 @@ import { applyMigrations } from '../src/db/migrate.js';
 import { applyPgMigrations } from '../src/db/pg-migrate.js';
 import { closePostgres, openPostgres, type PostgresHandle } from '../src/db/postgres.js';
 import { createHttpServer } from '../src/server.js';
+import { loadPostgresStore } from '../src/store/backend.js';
 import * as petShop from './pet-shop/schema.js';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -212,6 +213,7 @@ async function startPostgresService(options: ServiceOptions): Promise<Service> {
   let app: App | undefined;
   try {
     await applyPgMigrations(handle, pgMigrationsFolder);
+    await loadPostgresStore();
     app = createApp({ database: handle, config, logger, schema, migrationsFolder: pgMigrationsFolder });
     await app.ready;
     const server: Server = createHttpServer(app.handler, config, logger);

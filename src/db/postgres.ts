@@ -1,6 +1,14 @@
 // Opens a PostgreSQL connection pool (node-postgres) with the settings the service relies on, and
 // drains it at shutdown. Like client.ts for SQLite, it owns no global handle.
-import pg from 'pg';
+import { createRequire } from 'node:module';
+import type pg from 'pg';
+
+/** node-postgres, loaded on first use: a SQLite service never pays for it (~6 MB of RSS). */
+let driver: typeof pg | undefined;
+function nodePostgres(): typeof pg {
+  driver ??= createRequire(import.meta.url)('pg') as typeof pg;
+  return driver;
+}
 
 export interface PostgresOptions {
   /** Connections the pool may open (each instance: size × instances must fit max_connections). */
@@ -35,15 +43,15 @@ export interface PostgresHandle {
 const types = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {
     switch (oid) {
-      case pg.types.builtins.INT8:
+      case nodePostgres().types.builtins.INT8:
         return (value: string) => Number(value);
-      case pg.types.builtins.TIMESTAMPTZ:
-      case pg.types.builtins.TIMESTAMP:
-      case pg.types.builtins.DATE:
-      case pg.types.builtins.INTERVAL:
+      case nodePostgres().types.builtins.TIMESTAMPTZ:
+      case nodePostgres().types.builtins.TIMESTAMP:
+      case nodePostgres().types.builtins.DATE:
+      case nodePostgres().types.builtins.INTERVAL:
         return (value: string) => value;
       default:
-        return pg.types.getTypeParser(oid, format as 'text');
+        return nodePostgres().types.getTypeParser(oid, format as 'text');
     }
   },
 } as pg.CustomTypesConfig;
@@ -68,7 +76,7 @@ export function redactUrl(url: string): string {
  * process: the next query gets a new connection, or fails with a connection error (a 503).
  */
 export function openPostgres(url: string, options: PostgresOptions = POSTGRES_DEFAULTS): PostgresHandle {
-  const pool = new pg.Pool({
+  const pool = new (nodePostgres().Pool)({
     connectionString: url,
     max: options.poolSize,
     connectionTimeoutMillis: options.connectTimeoutMs,

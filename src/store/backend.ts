@@ -11,7 +11,7 @@ import { isPostgres, type PostgresHandle } from '../db/postgres.js';
 import type { ApiError } from '../errors.js';
 import type { Resource } from '../resources.js';
 import { pgUnavailableFrom } from './pg-errors.js';
-import { createPostgresStore, readPgCursorKey } from './postgres.js';
+import type * as PostgresStore from './postgres.js';
 import { createSqliteStore, unavailableFrom } from './sqlite.js';
 import { type MaybePromise, refusals, type Store } from './store.js';
 
@@ -68,10 +68,21 @@ function sqliteBackend(database: DatabaseHandle, { resources, config, migrations
 }
 
 /** PostgreSQL: a pool shared by every request; any number of instances may serve one database. */
+/**
+ * The PostgreSQL store and its driver (node-postgres, drizzle's node-postgres session: ~8 MB of
+ * RSS), loaded only for a PostgreSQL database: await loadPostgresStore() before createApp.
+ */
+let postgresStore: typeof PostgresStore | undefined;
+export async function loadPostgresStore(): Promise<void> {
+  postgresStore ??= await import('./postgres.js');
+}
+
 function postgresBackend(
   handle: PostgresHandle,
   { schema, resources, config, migrationsFolder = PG_MIGRATIONS_FOLDER }: BackendOptions,
 ): Backend {
+  if (!postgresStore) throw new Error('the PostgreSQL store is not loaded: await loadPostgresStore() before createApp');
+  const { createPostgresStore, readPgCursorKey } = postgresStore;
   let key: Buffer | undefined;
   const load = () =>
     readPgCursorKey(handle, config.cursorSecret).then((read) => {
