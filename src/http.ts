@@ -120,7 +120,7 @@ export function jsonResponse(status: number, value: unknown, headers: Record<str
   return { status, headers, body: JSON.stringify(value) };
 }
 
-/** A JSON response for one element, with the strong ETag of exactly these bytes. */
+/** A JSON response for one element, with the strong ETag of exactly these bytes (added to `headers`, which it keeps). */
 export function elementResponse(status: number, row: unknown, headers: Record<string, string> = {}): JsonResponse {
   const body = JSON.stringify(row);
   headers.ETag = etagOf(body);

@@ -119,6 +119,12 @@ export function parseRequestUrl(req: IncomingMessage & { _parsedUrl?: ParsedUrl 
   return parsed;
 }
 
+/** The name of a query's first parameter, or undefined when it has none (no array of names is built). */
+export function firstParameter(query: object): string | undefined {
+  for (const name in query) return name;
+  return undefined;
+}
+
 /** The 400 recorded when the request's query string could not be read, if any. */
 export function queryErrorOf(query: object): unknown {
   return (query as { [QUERY_ERROR]?: unknown })[QUERY_ERROR];

@@ -3,6 +3,7 @@
 import { type CursorCodec, type CursorValue, Digest, toCursorValue } from './cursor.js';
 import { hasWordCharacters } from './db/search.js';
 import { ApiError, badQuery, type FieldError } from './errors.js';
+import { firstParameter } from './query-string.js';
 import { type Expansion, type Field, type Resource, SERVER_MANAGED_FIELDS } from './resources.js';
 import { echo } from './validation.js';
 
@@ -322,9 +323,7 @@ const WHOLE: Shape = Object.freeze({});
  * @throws {ApiError} 400 naming an unknown parameter or a malformed value
  */
 export function parseElementQuery(resource: Resource, query: RawQuery): Shape {
-  let name: string | undefined;
-  for (name in query) break;
-  if (name === undefined) return WHOLE; // the common case: no parameter, the whole element
+  if (firstParameter(query) === undefined) return WHOLE; // the common case: no parameter, the whole element
   const unknown = Object.keys(query).filter((name) => !(SHAPING as readonly string[]).includes(name));
   if (unknown.length > 0) {
     throw badQuery(unknown.map((name) => ({ path: echo(name), message: 'is not a query parameter of an element; use fields or expand' })));
@@ -412,10 +411,11 @@ function parseCursor(
  * Parses the query string of a collection or related list.
  * @throws {ApiError} 400 for any unknown, malformed or out-of-range parameter, or one past QUERY_LIMITS
  */
+/** Each kind's list query without parameters. */
+const DEFAULT_LISTS = new WeakMap<Resource, ListQuery>();
+
 export function parseListQuery(resource: Resource, query: RawQuery, { scope = '', cursors }: ListQueryOptions = {}): ListQuery {
-  let name: string | undefined;
-  for (name in query) break;
-  if (name !== undefined) return parseGivenListQuery(resource, query, scope, cursors);
+  if (firstParameter(query) !== undefined) return parseGivenListQuery(resource, query, scope, cursors);
   // No parameter: the kind's default page, parsed once (nothing downstream changes a query).
   let plain = DEFAULT_LISTS.get(resource);
   if (!plain) {
@@ -424,9 +424,6 @@ export function parseListQuery(resource: Resource, query: RawQuery, { scope = ''
   }
   return { ...plain, binding: () => bindingOf(resource, scope, query) };
 }
-
-/** Each kind's list query without parameters. */
-const DEFAULT_LISTS = new WeakMap<Resource, ListQuery>();
 
 function parseGivenListQuery(resource: Resource, query: RawQuery, scope: string, cursors: CursorCodec | undefined): ListQuery {
   const errors: FieldError[] = [];

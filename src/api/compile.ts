@@ -8,7 +8,7 @@ import { ApiError } from '../errors.js';
 import { accepts, elementResponse, jsonResponse, readJson, send, sendEmpty, sendJson } from '../http.js';
 import { fingerprintOf, parseIdempotencyKey } from '../idempotency.js';
 import { encodeCursor, parseElementQuery, parseListQuery, type RawQuery, type Shape, shaped } from '../query.js';
-import { type QueryParameters, queryErrorOf, withParameter } from '../query-string.js';
+import { firstParameter, type QueryParameters, queryErrorOf, withParameter } from '../query-string.js';
 import type { Id, Method, Registry, Resource, Route } from '../resources.js';
 import { type Check, type KindStore, type MaybePromise, notFound, type Scope, type Store, then } from '../store/store.js';
 import { type Row, toCreateRow, toCreateRows, toPatchedRow, toReplacementRow } from '../validation.js';
@@ -63,8 +63,7 @@ const MERGE_PATCH_BODY = ['application/merge-patch+json', 'application/json'] as
 function rejectQuery(query: Record<string, unknown>, takesQuery: boolean): void {
   const unreadable = queryErrorOf(query);
   if (unreadable) throw unreadable;
-  let name: string | undefined;
-  for (name in query) break;
+  const name = firstParameter(query);
   if (name !== undefined && !takesQuery) {
     throw new ApiError('badRequest', `Unknown query parameter "${name}".`, {
       errors: Object.keys(query).map((path) => ({ path, message: 'is not a query parameter of this path' })),
@@ -152,8 +151,7 @@ export function compile(endpoint: Endpoint): CompiledEndpoint {
 /** Answers GET/HEAD on an element: 304 when If-None-Match matches, else the element with its ETag. */
 function sendElement(req: Request, res: Response, row: Row, shape: Shape): void {
   const response = elementResponse(200, shaped(shape, [row])[0]);
-  const conditional = req.headers['if-none-match'] !== undefined || req.headers['if-match'] !== undefined;
-  if (conditional && evaluatePreconditions(req.method as string, req.headers, response.headers.ETag as string) === 'notModified') {
+  if (evaluatePreconditions(req.method as string, req.headers, response.headers.ETag as string) === 'notModified') {
     sendEmpty(res, 304, { ETag: response.headers.ETag as string });
   } else {
     send(res, response);

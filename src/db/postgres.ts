@@ -42,16 +42,17 @@ export interface PostgresHandle {
  */
 const types = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {
+    const { builtins, getTypeParser } = nodePostgres().types;
     switch (oid) {
-      case nodePostgres().types.builtins.INT8:
+      case builtins.INT8:
         return (value: string) => Number(value);
-      case nodePostgres().types.builtins.TIMESTAMPTZ:
-      case nodePostgres().types.builtins.TIMESTAMP:
-      case nodePostgres().types.builtins.DATE:
-      case nodePostgres().types.builtins.INTERVAL:
+      case builtins.TIMESTAMPTZ:
+      case builtins.TIMESTAMP:
+      case builtins.DATE:
+      case builtins.INTERVAL:
         return (value: string) => value;
       default:
-        return nodePostgres().types.getTypeParser(oid, format as 'text');
+        return getTypeParser(oid, format as 'text');
     }
   },
 } as pg.CustomTypesConfig;

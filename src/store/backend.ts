@@ -67,7 +67,6 @@ function sqliteBackend(database: DatabaseHandle, { resources, config, migrations
   };
 }
 
-/** PostgreSQL: a pool shared by every request; any number of instances may serve one database. */
 /**
  * The PostgreSQL store and its driver (node-postgres, drizzle's node-postgres session: ~8 MB of
  * RSS), loaded only for a PostgreSQL database: await loadPostgresStore() before createApp.
@@ -77,6 +76,7 @@ export async function loadPostgresStore(): Promise<void> {
   postgresStore ??= await import('./postgres.js');
 }
 
+/** PostgreSQL: a pool shared by every request; any number of instances may serve one database. */
 function postgresBackend(
   handle: PostgresHandle,
   { schema, resources, config, migrationsFolder = PG_MIGRATIONS_FOLDER }: BackendOptions,
