@@ -64,6 +64,7 @@ interface Node {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
   hitCount: number;
+  children?: number[];
 }
 const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile')) as string;
 const profile = JSON.parse(readFileSync(join(dir, file), 'utf8')) as { nodes: Node[] };
@@ -83,5 +84,31 @@ console.log('\nself time by function:');
 for (const [name, hits] of tally(
   (node) => `${node.callFrame.functionName || '(anonymous)'}  ${where(node)}:${node.callFrame.lineNumber + 1}`,
 ).slice(0, 25)) {
+  console.log(`${pct(hits)}  ${name}`);
+}
+
+// Inclusive time: a function's samples with everything it called (counted once per stack, so recursion
+// does not count twice). Shows what a step of the request path costs as a whole.
+const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+const inclusive = new Map<string, number>();
+const label = (node: Node) => `${node.callFrame.functionName || '(anonymous)'}  ${where(node)}:${node.callFrame.lineNumber + 1}`;
+const walk = (node: Node, onStack: Set<string>): number => {
+  let hits = node.hitCount;
+  const name = label(node);
+  const fresh = !onStack.has(name);
+  if (fresh) onStack.add(name);
+  for (const child of node.children ?? []) hits += walk(byId.get(child) as Node, onStack);
+  if (fresh) {
+    onStack.delete(name);
+    inclusive.set(name, (inclusive.get(name) ?? 0) + hits);
+  }
+  return hits;
+};
+walk(profile.nodes[0] as Node, new Set());
+console.log('\ninclusive time by function (restable and polka):');
+for (const [name, hits] of [...inclusive]
+  .filter(([name]) => / (restable|polka|trouter)/.test(name))
+  .sort((a, b) => b[1] - a[1])
+  .slice(0, 40)) {
   console.log(`${pct(hits)}  ${name}`);
 }

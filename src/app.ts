@@ -4,6 +4,7 @@ import type { RequestListener } from 'node:http';
 import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
 import polka, { type Polka, type Request as PolkaRequest } from 'polka';
+import { batchEndpoint } from './api/batch.js';
 import { type CompiledEndpoint, compile, createResourceEndpoints, type Endpoint, type Request, type Response } from './api/compile.js';
 import { createRouteTable } from './api/routes.js';
 import type { Config } from './config.js';
@@ -110,7 +111,8 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
   };
   /** Read (or made and stored) on first use; a database that cannot give it yet answers 503. */
   const cursors = createCursorCodec(backend.cursorKey);
-  const endpoints = [...services, ...createResourceEndpoints(registry, store, config, cursors)];
+  const batch = batchEndpoint({ store, config, routes: (path) => table.match(path) });
+  const endpoints = [...services, batch, ...createResourceEndpoints(registry, store, config, cursors)];
   const table = createRouteTable([...endpoints, ...docsEndpoints()].map((endpoint) => ({ path: endpoint.path, value: compile(endpoint) })));
 
   const onError = (error: unknown, req: PolkaRequest, res: Response) => {

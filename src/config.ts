@@ -93,7 +93,13 @@ export const VARIABLES = {
   maxBulkBodyBytes: {
     env: 'MAX_BULK_BODY_BYTES',
     default: '8388608',
-    doc: 'largest accepted body of a bulk create (a JSON array POSTed to a collection or related path), in bytes (413 above; never more than MAX_BODY_BYTES_IN_FLIGHT, never less than MAX_BODY_BYTES)',
+    doc: 'largest accepted body of a bulk create (a JSON array POSTed to a collection or related path) or of a POST /_batch, in bytes (413 above; never more than MAX_BODY_BYTES_IN_FLIGHT, never less than MAX_BODY_BYTES)',
+    schema: positiveInt,
+  },
+  batchTimeoutMs: {
+    env: 'BATCH_TIMEOUT_MS',
+    default: '1000',
+    doc: 'longest time a POST /_batch may run inside its transaction (holding the write lock); one still running then is rolled back and answered 422',
     schema: positiveInt,
   },
   logLevel: { env: 'LOG_LEVEL', default: 'info', doc: `one of ${LOG_LEVELS.join(', ')}`, schema: z.enum(LOG_LEVELS) },

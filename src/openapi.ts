@@ -4,6 +4,7 @@ import { is } from 'drizzle-orm';
 import { SQLiteNumeric, type SQLiteTable } from 'drizzle-orm/sqlite-core';
 import { createSelectSchema } from 'drizzle-zod';
 import { z } from 'zod';
+import { BATCH_HEADERS, BATCH_METHODS, BATCH_OPERATIONS, BATCH_PATH, LABEL } from './api/batch.js';
 import { MAX_CHILDREN } from './api/expand.js';
 import { customKindOf } from './db/columns.js';
 import { LIMIT, OPERATORS, type Operator, QUERY_LIMITS, RELEVANCE } from './query.js';
@@ -514,15 +515,121 @@ function serviceOperation(path: string, method: Method, summary: string, produce
 }
 
 /** Builds the OpenAPI 3.1 document of every route the registry (and the service) serves. */
+/** `/_batch` (API.md §7): its envelope, its results, and the problem of a failed operation. */
+function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<string, Json> } {
+  const json = (schema: Json) => ({ 'application/json': { schema } });
+  const errors = (...names: ErrorName[]) =>
+    Object.fromEntries(
+      [...names, ...authErrors(options, 'POST'), ...(options.rateLimit ? (['TooManyRequests'] as const) : [])].map((name) => [
+        ERRORS[name][0],
+        ref('responses', name),
+      ]),
+    );
+  const schemas: Record<string, Json> = {
+    'batch.operation': {
+      type: 'object',
+      required: ['method', 'path'],
+      additionalProperties: false,
+      properties: {
+        method: { enum: [...BATCH_METHODS] },
+        path: {
+          type: 'string',
+          pattern: '^/',
+          description:
+            'a resource path (collection, element or related list; a query string on GET); `{label}` stands for the key of the element the operation with that label created',
+        },
+        body: {
+          description: 'required for POST, PUT and PATCH, refused on GET and DELETE; a value {"$ref": "<label>"} stands for that key',
+        },
+        headers: {
+          type: 'object',
+          description: `only ${BATCH_HEADERS.join(' and ')}`,
+          propertyNames: { enum: [...BATCH_HEADERS] },
+          additionalProperties: { type: 'string' },
+        },
+        label: { type: 'string', pattern: LABEL.source, description: 'names the element this POST creates, for later operations' },
+      },
+    },
+    'batch.request': {
+      type: 'object',
+      required: ['operations'],
+      additionalProperties: false,
+      properties: {
+        operations: {
+          type: 'array',
+          minItems: BATCH_OPERATIONS.min,
+          maxItems: BATCH_OPERATIONS.max,
+          items: ref('schemas', 'batch.operation'),
+        },
+      },
+    },
+    'batch.results': {
+      type: 'object',
+      required: ['results'],
+      properties: {
+        results: {
+          type: 'array',
+          description: 'one per operation, in order: what it answers alone',
+          items: {
+            type: 'object',
+            required: ['status', 'headers', 'body'],
+            properties: {
+              status: { type: 'integer' },
+              headers: {
+                type: 'object',
+                description: 'ETag, Location, Link, X-Total-Count as the operation sends them',
+                additionalProperties: { type: 'string' },
+              },
+              body: { description: "the operation's JSON body, null when it has none (204, 304)" },
+            },
+          },
+        },
+      },
+    },
+  };
+  const failed = {
+    description: 'The first operation that failed rolled the batch back: its status and problem, with its index as `operation`',
+    content: {
+      'application/problem+json': {
+        schema: { allOf: [ref('schemas', 'Problem'), { type: 'object', properties: { operation: { type: 'integer', minimum: 0 } } }] },
+      },
+    },
+  };
+  const path = {
+    post: {
+      tags: ['service'],
+      operationId: 'batch',
+      summary: `Run ${BATCH_OPERATIONS.min}–${BATCH_OPERATIONS.max} operations in order in one transaction, all or nothing`,
+      parameters: [ref('parameters', 'Idempotency-Key')],
+      requestBody: { required: true, content: json(ref('schemas', 'batch.request')) },
+      responses: {
+        200: { description: 'Every operation succeeded and was committed', content: json(ref('schemas', 'batch.results')) },
+        '4XX': failed,
+        ...errors('BadRequest', 'NotAcceptable', 'PayloadTooLarge', 'UnsupportedMediaType', 'Unprocessable', 'Error'),
+      },
+    },
+    options: {
+      tags: ['service'],
+      operationId: 'options_batch',
+      summary: 'The methods this path supports',
+      responses: { 204: noBody('Allow lists the methods', { Allow: ref('headers', 'Allow') }), ...errors('Error') },
+    },
+  };
+  return { path, schemas };
+}
+
 export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Json {
   const paths: Record<string, Json> = {};
   for (const { path, methods, summary, produces } of options.services ?? []) {
     paths[path] = Object.fromEntries(methods.map((m) => [m.toLowerCase(), serviceOperation(path, m, summary, produces, options)]));
   }
+  const batch = batchPath(options);
+  paths[BATCH_PATH] = batch.path;
   for (const route of registry.routes) {
     paths[route.path] = Object.fromEntries(route.methods.map((m) => [m.toLowerCase(), operation(route, m, options)]));
   }
   const schemas: Record<string, Json> = {
+    ...batch.schemas,
     Problem: {
       type: 'object',
       description: 'RFC 9457 problem details',

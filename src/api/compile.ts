@@ -10,21 +10,30 @@ import { fingerprintOf, parseIdempotencyKey } from '../idempotency.js';
 import { encodeCursor, parseElementQuery, parseListQuery, type RawQuery, type Shape, shaped } from '../query.js';
 import { firstParameter, type QueryParameters, queryErrorOf, withParameter } from '../query-string.js';
 import type { Id, Method, Registry, Resource, Route } from '../resources.js';
-import { type Check, type KindStore, type MaybePromise, notFound, type Scope, type Store, then } from '../store/store.js';
+import { type Check, type KindStore, type MaybePromise, notFound, type Scope, type Store, type Transaction, then } from '../store/store.js';
 import { type Row, toCreateRow, toCreateRows, toPatchedRow, toReplacementRow } from '../validation.js';
 import { expand } from './expand.js';
 
-/** A request as the handlers see it: polka's parsed path and query, and the request id. */
-export type Request = IncomingMessage & { path: string; search: string; query: QueryParameters; id?: string };
+/**
+ * An operation of a batch (src/api/batch.ts) as its request carries it: the body already parsed, and
+ * the batch's transaction, which every read and write of the operation goes through.
+ */
+export interface Operation {
+  body: unknown;
+  tx: Transaction;
+}
+
+/** A request as the handlers see it: polka's parsed path and query, the request id; `operation` inside a batch. */
+export type Request = IncomingMessage & { path: string; search: string; query: QueryParameters; id?: string; operation?: Operation };
 export type Response = ServerResponse;
 
 /** A method's work on a path; `id` is the key the path names (element and related paths). */
 export type Handler = (req: Request, res: Response, id: Id) => MaybePromise<unknown>;
 
-/** What a path with `{id}` names: how to read the segment, whether it exists, and its 404. */
+/** What a path with `{id}` names: how to read the segment, whether it exists (as the request sees the data), and its 404. */
 export interface Target {
   parseId: (segment: string) => Id | undefined;
-  exists: (id: Id) => MaybePromise<boolean>;
+  exists: (id: Id, req: Request) => MaybePromise<boolean>;
   resource: Resource;
 }
 
@@ -35,6 +44,8 @@ export interface Endpoint {
   handlers: Partial<Record<Method, Handler>>;
   /** Set when the path names an element (its own, or the parent of a related list). */
   target?: Target;
+  /** The kind a resource route serves (collection, element or related list); unset on the service's own paths. */
+  resource?: Resource;
   /** The media type of its answers (for 406); application/json unless said otherwise. */
   produces?: string;
   /** False for files served as they are (the docs' assets): any Accept gets them, as before routing existed. */
@@ -89,7 +100,7 @@ export function compile(endpoint: Endpoint): CompiledEndpoint {
   const options: Handler = (req, res, id) => {
     rejectQuery(req.query, false); // OPTIONS takes no parameter: one sent is refused, not ignored
     // The methods of an element that does not exist are not known: its OPTIONS is a 404 too.
-    return then(target ? target.exists(id) : true, (exists) => {
+    return then(target ? target.exists(id, req) : true, (exists) => {
       if (!exists) throw notFound((target as Target).resource, id);
       sendEmpty(res, 204, { Allow: allow });
     });
@@ -109,7 +120,7 @@ export function compile(endpoint: Endpoint): CompiledEndpoint {
   const withTarget = (handler: Handler): Compiled => {
     if (!target) return (req, res) => handler(req, res, undefined as never);
     /** The 404 when the target is gone, else the error itself. */
-    const refusal = (error: unknown, id: Id, segment: string): unknown => {
+    const refusal = (error: unknown, req: Request, id: Id, segment: string): unknown => {
       if (error instanceof ApiError && (error.code === 'notFound' || error.code === 'unavailable')) throw error;
       const missing = () => {
         const gone = notFound(target.resource, segment);
@@ -119,7 +130,7 @@ export function compile(endpoint: Endpoint): CompiledEndpoint {
       };
       let exists: MaybePromise<boolean>;
       try {
-        exists = target.exists(id);
+        exists = target.exists(id, req);
       } catch {
         throw error; // the database cannot tell: the first refusal stands
       }
@@ -136,9 +147,9 @@ export function compile(endpoint: Endpoint): CompiledEndpoint {
       if (id === undefined) throw notFound(target.resource, segment);
       try {
         const result = handler(req, res, id);
-        return result instanceof Promise ? result.catch((error) => refusal(error, id, segment) as never) : result;
+        return result instanceof Promise ? result.catch((error) => refusal(error, req, id, segment) as never) : result;
       } catch (error) {
-        return refusal(error, id, segment) as never;
+        return refusal(error, req, id, segment) as never;
       }
     };
   };
@@ -171,12 +182,18 @@ function preconditionsOf(req: Request): Check {
  * hand the rest to the store's transaction.
  */
 export function createResourceEndpoints(registry: Registry, store: Store, config: Config, cursors: CursorCodec): Endpoint[] {
-  const body = (req: Request, accepted: readonly string[]) => readJson(req, config.maxBodyBytes, accepted);
   /** An array's bound: MAX_BULK_BODY_BYTES, within what the bodies in flight may hold, and never below one element's. */
   const arrayLimit = Math.max(config.maxBodyBytes, Math.min(config.maxBulkBodyBytes, config.maxBodyBytesInFlight));
+  /** The request's JSON body: read from the connection, or (in a batch) the operation's, parsed with the batch. */
+  const body = (req: Request, accepted: readonly string[], arrays = config.maxBodyBytes): MaybePromise<unknown> =>
+    req.operation ? req.operation.body : readJson(req, config.maxBodyBytes, accepted, arrays);
+  /** The data as the request sees it: the store, or the transaction of the batch it is part of. */
+  const dataOf = (req: Request): Transaction => req.operation?.tx ?? store;
+  /** A kind's store for this request (`kind`, the store's own, unless the request is an operation of a batch). */
+  const kindFor = (req: Request, resource: Resource, kind: KindStore): KindStore => (req.operation ? req.operation.tx.of(resource) : kind);
   const targetOf = (resource: Resource, kind: KindStore): Target => ({
     parseId: resource.parseId,
-    exists: (id) => kind.exists(id),
+    exists: (id, req) => kindFor(req, resource, kind).exists(id),
     resource,
   });
 
@@ -187,8 +204,8 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
    */
   const list = (req: Request, res: Response, resource: Resource, kind: KindStore, scope?: Scope) => {
     const query = parseListQuery(resource, req.query as RawQuery, { scope: scope ? `${scope.field}=${scope.value}` : '', cursors });
-    return then(kind.list(query, scope), (page) =>
-      then(expand(store, resource, page.rows, query.shape.expand), () => {
+    return then(kindFor(req, resource, kind).list(query, scope), (page) =>
+      then(expand(dataOf(req), resource, page.rows, query.shape.expand), () => {
         const headers: Record<string, string> = {};
         const last = page.rows.at(-1);
         if (page.more && last) {
@@ -202,44 +219,44 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
   };
 
   /** POST: validate and create, once per Idempotency-Key when the client sends one (API.md §6). */
-  const create = async (req: Request, res: Response, resource: Resource, kind: KindStore, fixed?: Row) => {
+  const create = (req: Request, res: Response, resource: Resource, kind: KindStore, fixed?: Row) => {
     const key = parseIdempotencyKey(req.headers['idempotency-key']);
     // An array is a bulk create (API.md §7), with its own body limit.
-    const input = await readJson(req, config.maxBodyBytes, JSON_BODY, arrayLimit);
-    // Validated before the key's fingerprint is computed: a refused body costs no canonical hash.
-    const valid = Array.isArray(input) ? toCreateRows(resource, input, fixed) : toCreateRow(resource, input, fixed);
-    const once = key === undefined ? undefined : { key, fingerprint: fingerprintOf('POST', req.path, input) };
-    const { response, replayed } = await kind.create(
-      valid,
-      (created) =>
-        Array.isArray(created) ? jsonResponse(201, created) : elementResponse(201, created, { Location: resource.elementPath(created) }),
-      once,
-    );
-    send(res, response, replayed ? { 'Idempotent-Replayed': 'true' } : undefined);
+    return then(body(req, JSON_BODY, arrayLimit), (input) => {
+      // Validated before the key's fingerprint is computed: a refused body costs no canonical hash.
+      const valid = Array.isArray(input) ? toCreateRows(resource, input, fixed) : toCreateRow(resource, input, fixed);
+      const once = key === undefined ? undefined : { key, fingerprint: fingerprintOf('POST', req.path, input) };
+      const respond = (created: Row | Row[]) =>
+        Array.isArray(created) ? jsonResponse(201, created) : elementResponse(201, created, { Location: resource.elementPath(created) });
+      return then(kindFor(req, resource, kind).create(valid, respond, once), ({ response, replayed }) =>
+        send(res, response, replayed ? { 'Idempotent-Replayed': 'true' } : undefined),
+      );
+    });
   };
 
   /** PUT and PATCH: read the body, then (in the write's transaction) check the preconditions and validate against the current row. */
-  const update = async (
+  const update = (
     req: Request,
     res: Response,
+    resource: Resource,
     kind: KindStore,
     id: Id,
     accepted: readonly string[],
     toRow: (input: unknown, current: Row) => Row,
-  ) => {
-    const input = await body(req, accepted);
-    const check = preconditionsOf(req);
-    const row = await kind.update(id, (current) => {
-      check(current);
-      return toRow(input, current);
+  ) =>
+    then(body(req, accepted), (input) => {
+      const check = preconditionsOf(req);
+      const change = (current: Row) => {
+        check(current);
+        return toRow(input, current);
+      };
+      return then(kindFor(req, resource, kind).update(id, change), (row) => send(res, elementResponse(200, row)));
     });
-    send(res, elementResponse(200, row));
-  };
 
   return registry.routes.map((route: Route): Endpoint => {
     const { resource, relation } = route;
     const kind = store.of(resource);
-    const base = { path: route.path, methods: route.methods };
+    const base = { path: route.path, methods: route.methods, resource };
     if (route.kind === 'collection') {
       return {
         ...base,
@@ -258,17 +275,16 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
         handlers: {
           GET: (req, res, id) => {
             const shape = parseElementQuery(resource, req.query as RawQuery);
-            return then(kind.get(id), (row) => {
+            return then(kindFor(req, resource, kind).get(id), (row) => {
               if (!row) throw notFound(resource, id);
-              return then(expand(store, resource, [row], shape.expand), () => sendElement(req, res, row, shape));
+              return then(expand(dataOf(req), resource, [row], shape.expand), () => sendElement(req, res, row, shape));
             });
           },
-          PUT: (req, res, id) => update(req, res, kind, id, JSON_BODY, (input, current) => toReplacementRow(resource, input, current)),
-          PATCH: (req, res, id) => update(req, res, kind, id, MERGE_PATCH_BODY, (input, current) => toPatchedRow(resource, input, current)),
-          DELETE: async (req, res, id) => {
-            await kind.remove(id, preconditionsOf(req));
-            sendEmpty(res, 204);
-          },
+          PUT: (req, res, id) =>
+            update(req, res, resource, kind, id, JSON_BODY, (input, current) => toReplacementRow(resource, input, current)),
+          PATCH: (req, res, id) =>
+            update(req, res, resource, kind, id, MERGE_PATCH_BODY, (input, current) => toPatchedRow(resource, input, current)),
+          DELETE: (req, res, id) => then(kindFor(req, resource, kind).remove(id, preconditionsOf(req)), () => sendEmpty(res, 204)),
         },
       };
     }
@@ -280,7 +296,7 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
       target: targetOf(parent, parentKind),
       handlers: {
         GET: (req, res, id) =>
-          then(parentKind.exists(id), (exists) => {
+          then(kindFor(req, parent, parentKind).exists(id), (exists) => {
             if (!exists) throw notFound(parent, id);
             return list(req, res, resource, kind, { field, value: id });
           }),

@@ -3,7 +3,7 @@
 import { ApiError } from '../errors.js';
 import type { ExpandNode } from '../query.js';
 import type { Field, Resource } from '../resources.js';
-import { type MaybePromise, type Store, then } from '../store/store.js';
+import { type MaybePromise, type Transaction, then } from '../store/store.js';
 import type { Row } from '../validation.js';
 
 /** The children a to-many relation adds to one element at most (its related path pages through the rest). */
@@ -37,7 +37,7 @@ class Budget {
 }
 
 /** Adds one relation to `rows` (elements of `resource`), then its own nested ones to what it added. */
-function expandOne(store: Store, resource: Resource, rows: Row[], node: ExpandNode, budget: Budget): MaybePromise<void> {
+function expandOne(store: Transaction, resource: Resource, rows: Row[], node: ExpandNode, budget: Budget): MaybePromise<void> {
   const { name, cardinality, target, field } = node.expansion;
   const kind = store.of(target);
   if (cardinality === 'one') {
@@ -65,7 +65,7 @@ function expandOne(store: Store, resource: Resource, rows: Row[], node: ExpandNo
 }
 
 /** Adds every relation of `nodes` to `rows`, one after the other. */
-function expandAll(store: Store, resource: Resource, rows: Row[], nodes: ExpandNode[], budget: Budget): MaybePromise<void> {
+function expandAll(store: Transaction, resource: Resource, rows: Row[], nodes: ExpandNode[], budget: Budget): MaybePromise<void> {
   for (let i = 0; i < nodes.length; i++) {
     const done = expandOne(store, resource, rows, nodes[i] as ExpandNode, budget);
     if (done instanceof Promise) return done.then(() => expandAll(store, resource, rows, nodes.slice(i + 1), budget));
@@ -79,6 +79,6 @@ function expandAll(store: Store, resource: Resource, rows: Row[], nodes: ExpandN
  * key order.
  * @throws {ApiError} 400 when the response would hold more than MAX_EXPANDED added elements
  */
-export function expand(store: Store, resource: Resource, rows: Row[], nodes: ExpandNode[] | undefined): MaybePromise<void> {
+export function expand(store: Transaction, resource: Resource, rows: Row[], nodes: ExpandNode[] | undefined): MaybePromise<void> {
   return nodes?.length ? expandAll(store, resource, rows, nodes, new Budget()) : undefined;
 }

@@ -137,7 +137,13 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
   }
 
   const paths = doc.paths as Record<string, Json>;
-  const collections = Object.keys(paths).filter((p) => !p.includes('{') && paths[p]?.post);
+  /** Whether a POST takes a batch envelope (API.md §7): `{"operations": [{"method", "path", …}]}`. */
+  const isBatch = (operation: Json | undefined) => {
+    const content = resolve(operation?.requestBody)?.content ?? {};
+    const items = resolve(resolve(resolve(content['application/json']?.schema)?.properties?.operations)?.items);
+    return Boolean(items?.properties?.method && items?.properties?.path);
+  };
+  const collections = Object.keys(paths).filter((p) => !p.includes('{') && paths[p]?.post && !isBatch(paths[p]?.post));
   /** Whether an operation's body may be an array of elements (a oneOf with an array variant). */
   const takesArrays = (operation: Json) => {
     const content = resolve(operation.requestBody)?.content ?? {};
@@ -273,6 +279,45 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
     return {};
   }
 
+  /**
+   * A batch path: a batch that reads every element path the checker made (and a page of each
+   * collection) answers 200 with one result per operation, each the status and ETag the same GET
+   * answers alone; a batch whose second operation names a missing element answers 404 with
+   * `"operation": 1`.
+   */
+  async function probeBatch(template: string): Promise<void> {
+    const elements = Object.keys(paths)
+      .filter((p) => /^\/[^{}]+\/\{[^}]+\}$/.test(p) && paths[p]?.get)
+      .map((p) => concrete(p, false))
+      .filter((p): p is string => p !== undefined);
+    const reads = [...elements, ...collections.map((c) => `${c}?limit=1`)].slice(0, 100);
+    const batch = await call('POST', template, { operations: reads.map((path) => ({ method: 'GET', path })) });
+    const results: Json[] = Array.isArray(batch.body?.results) ? batch.body.results : [];
+    let same = batch.status === 200 && results.length === reads.length;
+    for (const [i, path] of reads.entries()) {
+      if (!same) break;
+      const alone = await call('GET', path);
+      same = results[i]?.status === alone.status && (results[i]?.headers?.ETag ?? null) === alone.headers.get('etag');
+    }
+    record(template, 'POST', `200, ${reads.length} results as alone`, `${batch.status}, ${results.length} results`, same);
+    const missingElement = Object.keys(paths).find((p) => /^\/[^{}]+\/\{[^}]+\}$/.test(p) && paths[p]?.get);
+    const missing = missingElement === undefined ? undefined : concrete(missingElement, true);
+    if (missing === undefined || reads[0] === undefined) return;
+    const failing = await call('POST', template, {
+      operations: [
+        { method: 'GET', path: reads[0] },
+        { method: 'GET', path: missing },
+      ],
+    });
+    record(
+      template,
+      'POST [failing]',
+      '404 operation 1',
+      `${failing.status} operation ${failing.body?.operation ?? '-'}`,
+      failing.status === 404 && failing.body?.operation === 1,
+    );
+  }
+
   const deletions: [string, Json][] = [];
   for (const [template, item] of Object.entries(paths)) {
     const defined = methodsOf(item);
@@ -306,6 +351,10 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
       const operation = item[method.toLowerCase()] ?? item.get;
       if (method === 'DELETE') {
         deletions.push([template, operation]);
+        continue;
+      }
+      if (method === 'POST' && isBatch(operation)) {
+        await probeBatch(template);
         continue;
       }
       const expected = successes(resolve, operation);

@@ -40,6 +40,9 @@ import { type KindStore, notFound, type Page, refusals, type Store } from './sto
 /** A transaction that lost a serialization race or a deadlock is run again this many times in all, then a 503. */
 const MAX_ATTEMPTS = 3;
 
+/** The advisory lock every batch holds for its transaction (its text hashed as Idempotency-Keys are: one lock space). */
+const BATCH_LOCK = 'restable: one batch at a time';
+
 /** PostgreSQL's spelling of the list language: NULLs and text ordered as SQLite orders them. */
 function listDialect(columnOf: (field: Field) => PgColumn): ListDialect {
   /** Text compared byte by byte (SQLite's BINARY collation), whatever the database's locale. */
@@ -182,7 +185,18 @@ function keyStatements(db: NodePgDatabase, internal: Record<string, PgTable>) {
 }
 type Keys = ReturnType<typeof keyStatements>;
 
-function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource: Resource, table: PgTable, now: () => number): KindStore {
+/**
+ * One kind's statements (built once) and its calls: over the pool, or (given a batch's connection)
+ * inside that connection's open transaction, where reads see the batch's writes and writes run as they come.
+ */
+function createKindStore(
+  pool: pg.Pool,
+  db: NodePgDatabase,
+  keys: Keys,
+  resource: Resource,
+  table: PgTable,
+  now: () => number,
+): (inBatch?: pg.PoolClient) => KindStore {
   const pgColumns = (is(table, PgView) ? getViewConfig(table).selectedFields : getTableColumns(table)) as Record<string, PgColumn>;
   const columnOf = (field: Field) => pgColumns[field.key] as PgColumn;
   const fields = resource.fields.map((f) => ({ ...f, column: columnOf(f) }));
@@ -259,189 +273,195 @@ function createKindStore(pool: pg.Pool, db: NodePgDatabase, keys: Keys, resource
     return columnOf(field).mapFromDriverValue((result.rows[0] as unknown[])[0]);
   };
 
-  /**
-   * Reads with connection failures as 503s. A value PostgreSQL cannot hold (a NUL character, which
-   * SQLite text may contain) is a data exception (22xxx): no row has it, so an id names nothing
-   * (`missing`) and a filter value is refused with a 400.
-   */
-  const reading = async <T>(work: (client: pg.PoolClient) => Promise<T>, missing?: () => T): Promise<T> => {
-    try {
-      return await withConnection(pool, work);
-    } catch (error) {
-      // A search before the index's migration ran: its column is not there yet.
-      if ((error as PgError).code === '42703' && search && (error as Error).message.includes(SEARCH_COLUMN)) {
-        throw refusals.searchIndexMissing(resource, error);
+  return (inBatch) => {
+    /** A connection of the pool for `work`, in a transaction when asked; inside a batch, the batch's own. */
+    const connected = <T>(work: (client: pg.PoolClient) => Promise<T>, transaction = false): Promise<T> =>
+      inBatch ? work(inBatch) : withConnection(pool, work, transaction);
+    /**
+     * Reads with connection failures as 503s. A value PostgreSQL cannot hold (a NUL character, which
+     * SQLite text may contain) is a data exception (22xxx): no row has it, so an id names nothing
+     * (`missing`) and a filter value is refused with a 400.
+     */
+    const reading = async <T>(work: (client: pg.PoolClient) => Promise<T>, missing?: () => T): Promise<T> => {
+      try {
+        return await connected(work);
+      } catch (error) {
+        // A search before the index's migration ran: its column is not there yet.
+        if ((error as PgError).code === '42703' && search && (error as Error).message.includes(SEARCH_COLUMN)) {
+          throw refusals.searchIndexMissing(resource, error);
+        }
+        if ((error as PgError).code?.startsWith('22')) {
+          if (missing) return missing();
+          throw new ApiError('badRequest', `A query value cannot be compared with ${resource.name}'s fields: ${(error as Error).message}.`);
+        }
+        throw pgUnavailableFrom(error) ?? error;
       }
-      if ((error as PgError).code?.startsWith('22')) {
-        if (missing) return missing();
-        throw new ApiError('badRequest', `A query value cannot be compared with ${resource.name}'s fields: ${(error as Error).message}.`);
+    };
+    const find = (on: Queryable, statement: Named, id: Id) =>
+      rowsOf(on, statement, idParams(id)).then((rows) => (rows[0] ? toRow(rows[0]) : undefined));
+
+    const toApiError = (action: 'write' | 'remove', error: unknown) => writeError(resource, action, error);
+    const write = async <T>(action: 'write' | 'remove', work: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
+      try {
+        return await connected(work, true);
+      } catch (error) {
+        throw toApiError(action, error);
       }
-      throw pgUnavailableFrom(error) ?? error;
-    }
-  };
-  const find = (on: Queryable, statement: Named, id: Id) =>
-    rowsOf(on, statement, idParams(id)).then((rows) => (rows[0] ? toRow(rows[0]) : undefined));
+    };
+    /** Inserts a stamped row (one statement: atomic on its own) and answers with the created row. */
+    const insert = async (on: Queryable, row: Row) => {
+      const full = rules.forCreate(row);
+      const { inserted, statement } = insertFor(full);
+      const [created] = await rowsOf(on, statement, valuesOf(inserted, full, columnOf));
+      return toRow(created as unknown[]);
+    };
+    /** The current row, locked until the transaction ends (a concurrent write waits, then sees this one's result), or a 404. */
+    const current = async (client: pg.PoolClient, id: Id): Promise<Row> => {
+      const row = await find(client, lockById, id);
+      if (!row) throw notFound(resource, id);
+      return row;
+    };
+    /** A cursor after a long text value carries the row's key as its "rowid" (integer keys only). */
+    const rowidOf = (row: Row) => {
+      const key = resource.key.length === 1 ? resource.idOf(row) : undefined;
+      if (typeof key !== 'number')
+        throw new ApiError('badRequest', `Sorting ${resource.name} by long text values cannot be paged on this backend.`);
+      return key;
+    };
 
-  const toApiError = (action: 'write' | 'remove', error: unknown) => writeError(resource, action, error);
-  const write = async <T>(action: 'write' | 'remove', work: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
-    try {
-      return await withConnection(pool, work, true);
-    } catch (error) {
-      throw toApiError(action, error);
-    }
-  };
-  /** Inserts a stamped row (one statement: atomic on its own) and answers with the created row. */
-  const insert = async (on: Queryable, row: Row) => {
-    const full = rules.forCreate(row);
-    const { inserted, statement } = insertFor(full);
-    const [created] = await rowsOf(on, statement, valuesOf(inserted, full, columnOf));
-    return toRow(created as unknown[]);
-  };
-  /** The current row, locked until the transaction ends (a concurrent write waits, then sees this one's result), or a 404. */
-  const current = async (client: pg.PoolClient, id: Id): Promise<Row> => {
-    const row = await find(client, lockById, id);
-    if (!row) throw notFound(resource, id);
-    return row;
-  };
-  /** A cursor after a long text value carries the row's key as its "rowid" (integer keys only). */
-  const rowidOf = (row: Row) => {
-    const key = resource.key.length === 1 ? resource.idOf(row) : undefined;
-    if (typeof key !== 'number')
-      throw new ApiError('badRequest', `Sorting ${resource.name} by long text values cannot be paged on this backend.`);
-    return key;
-  };
+    /** `expand`'s statements, built on first use: rows by a list of keys, and children by a list of parents. */
+    let byKeys: Statement | undefined;
+    const byParents = new Map<string, Statement>();
+    const among = (column: PgColumn) => dialect.among(column, sql.placeholder('values'));
+    const rowsAmong = (statement: Statement, values: unknown[]) =>
+      reading(async (client) => (await rowsOf(client, statement, { values: dialect.amongValue(values) })).map(toRow));
 
-  /** `expand`'s statements, built on first use: rows by a list of keys, and children by a list of parents. */
-  let byKeys: Statement | undefined;
-  const byParents = new Map<string, Statement>();
-  const among = (column: PgColumn) => dialect.among(column, sql.placeholder('values'));
-  const rowsAmong = (statement: Statement, values: unknown[]) =>
-    reading(async (client) => (await rowsOf(client, statement, { values: dialect.amongValue(values) })).map(toRow));
-
-  return {
-    withKeys: (values) => {
-      byKeys ??= toStatement(
-        db
-          .select(selection)
-          .from(table)
-          .where(among(keyColumns[0] as PgColumn)),
-      );
-      return rowsAmong(byKeys, values);
-    },
-    withParents: (field, values, cap) => {
-      const statement = cached(byParents, `${field}|${cap}`, () => {
-        const column = columnOf(resource.fields.find((f) => f.key === field) as Field);
-        const order = naturalOrder(resource);
-        const ranked = db
-          .select({ ...selection, __n: rankWithin(column, order.map(columnOf)).as('__n') })
-          .from(table)
-          .where(among(column))
-          .as('ranked');
-        // The subquery's columns, by their aliases (drizzle types them loosely).
-        const at = ranked as unknown as Record<string, SQL>;
-        return toStatement(
+    return {
+      withKeys: (values) => {
+        byKeys ??= toStatement(
           db
-            .select(Object.fromEntries(resource.fields.map((f) => [f.key, at[f.key]])) as Record<string, SQL>)
-            .from(ranked)
-            .where(lte(at.__n as SQL, cap))
-            .orderBy(at[field] as SQL, ...order.map((f) => at[f.key] as SQL)),
-        );
-      });
-      return rowsAmong(statement, values);
-    },
-    get: (id) =>
-      reading(
-        (client) => find(client, byId, id),
-        () => undefined,
-      ),
-    exists: (id) =>
-      reading(
-        (client) => rowsOf(client, existsById, idParams(id)).then((rows) => rows.length > 0),
-        () => false,
-      ),
-    list: (query, scope) =>
-      reading(async (client): Promise<Page> => {
-        const after = await positionOf(query, (rowid) => find(client, byId, rowid));
-        const plan = planList(dialect, resource, query, scope, after, search);
-        const rows = cached(listStatements, plan.shape, () => {
-          const select = db
-            .select(listSelection(selection, plan))
+            .select(selection)
             .from(table)
-            .where(plan.where())
-            .orderBy(...plan.orderBy())
-            .limit(plan.limit as never);
-          return (isPlain(query, resource) ? named : toStatement)(plan.offset ? select.offset(plan.offset as never) : select);
+            .where(among(keyColumns[0] as PgColumn)),
+        );
+        return rowsAmong(byKeys, values);
+      },
+      withParents: (field, values, cap) => {
+        const statement = cached(byParents, `${field}|${cap}`, () => {
+          const column = columnOf(resource.fields.find((f) => f.key === field) as Field);
+          const order = naturalOrder(resource);
+          const ranked = db
+            .select({ ...selection, __n: rankWithin(column, order.map(columnOf)).as('__n') })
+            .from(table)
+            .where(among(column))
+            .as('ranked');
+          // The subquery's columns, by their aliases (drizzle types them loosely).
+          const at = ranked as unknown as Record<string, SQL>;
+          return toStatement(
+            db
+              .select(Object.fromEntries(resource.fields.map((f) => [f.key, at[f.key]])) as Record<string, SQL>)
+              .from(ranked)
+              .where(lte(at.__n as SQL, cap))
+              .orderBy(at[field] as SQL, ...order.map((f) => at[f.key] as SQL)),
+          );
         });
-        if (!plan.count) return { ...pageOf(await rowsOf(client, rows, plan.params), query.limit, toRow, query.relevance), rowidOf };
-        // The page and its count from one snapshot, so that the total agrees with the rows.
-        const { shape, params, where } = plan.count;
-        const counter = cached(countStatements, shape, () => toStatement(db.select({ n: count() }).from(table).where(where())));
-        await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-        try {
-          const page = pageOf(await rowsOf(client, rows, plan.params), query.limit, toRow, query.relevance);
-          const total = Number((await rowsOf(client, counter, params))[0]?.[0] ?? 0);
-          return { ...page, total, rowidOf };
-        } finally {
-          await client.query('COMMIT').catch(() => undefined);
-        }
-      }),
-    create: async (input, respond, once) => {
-      const bulk = Array.isArray(input);
-      if (!once && !bulk) {
-        try {
-          return { response: respond(await withConnection(pool, (client) => insert(client, input))), replayed: false };
-        } catch (error) {
-          throw toApiError('write', error);
-        }
-      }
-      return write('write', async (client) => {
-        if (once) {
-          // One transaction at a time per key, across every instance: the second waits, then replays.
-          await client.query({ ...keys.lock, values: [once.key] });
-          const [stored] = await rowsOf(client, keys.find, { key: once.key, since: now() - KEY_TTL_MS });
-          if (stored) {
-            const [fingerprint, status, headers, body] = stored as [string, number, string, string];
-            if (fingerprint !== once.fingerprint) throw reusedKey();
-            return { response: { status, headers: JSON.parse(headers), body }, replayed: true };
-          }
-        }
-        const created: Row[] = [];
-        for (const [i, row] of (bulk ? input : [input]).entries()) {
+        return rowsAmong(statement, values);
+      },
+      get: (id) =>
+        reading(
+          (client) => find(client, byId, id),
+          () => undefined,
+        ),
+      exists: (id) =>
+        reading(
+          (client) => rowsOf(client, existsById, idParams(id)).then((rows) => rows.length > 0),
+          () => false,
+        ),
+      list: (query, scope) =>
+        reading(async (client): Promise<Page> => {
+          const after = await positionOf(query, (rowid) => find(client, byId, rowid));
+          const plan = planList(dialect, resource, query, scope, after, search);
+          const rows = cached(listStatements, plan.shape, () => {
+            const select = db
+              .select(listSelection(selection, plan))
+              .from(table)
+              .where(plan.where())
+              .orderBy(...plan.orderBy())
+              .limit(plan.limit as never);
+            return (isPlain(query, resource) ? named : toStatement)(plan.offset ? select.offset(plan.offset as never) : select);
+          });
+          if (!plan.count) return { ...pageOf(await rowsOf(client, rows, plan.params), query.limit, toRow, query.relevance), rowidOf };
+          // The page and its count from one snapshot, so that the total agrees with the rows.
+          const { shape, params, where } = plan.count;
+          const counter = cached(countStatements, shape, () => toStatement(db.select({ n: count() }).from(table).where(where())));
+          // Inside a batch, its transaction is that snapshot already (and must not be committed here).
+          if (!inBatch) await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
           try {
-            created.push(await insert(client, row));
+            const page = pageOf(await rowsOf(client, rows, plan.params), query.limit, toRow, query.relevance);
+            const total = Number((await rowsOf(client, counter, params))[0]?.[0] ?? 0);
+            return { ...page, total, rowidOf };
+          } finally {
+            if (!inBatch) await client.query('COMMIT').catch(() => undefined);
+          }
+        }),
+      create: async (input, respond, once) => {
+        const bulk = Array.isArray(input);
+        if (!once && !bulk) {
+          try {
+            return { response: respond(await connected((client) => insert(client, input))), replayed: false };
           } catch (error) {
-            throw bulk ? atElement(i, toApiError('write', error)) : error;
+            throw toApiError('write', error);
           }
         }
-        const response = respond(bulk ? created : (created[0] as Row));
-        if (once) {
-          const { key, fingerprint } = once;
-          const { status, headers, body } = response;
-          await rowsOf(client, keys.save, { key, fingerprint, status, headers: JSON.stringify(headers), body, createdAt: now() });
-        }
-        return { response, replayed: false };
-      });
-    },
+        return write('write', async (client) => {
+          if (once) {
+            // One transaction at a time per key, across every instance: the second waits, then replays.
+            await client.query({ ...keys.lock, values: [once.key] });
+            const [stored] = await rowsOf(client, keys.find, { key: once.key, since: now() - KEY_TTL_MS });
+            if (stored) {
+              const [fingerprint, status, headers, body] = stored as [string, number, string, string];
+              if (fingerprint !== once.fingerprint) throw reusedKey();
+              return { response: { status, headers: JSON.parse(headers), body }, replayed: true };
+            }
+          }
+          const created: Row[] = [];
+          for (const [i, row] of (bulk ? input : [input]).entries()) {
+            try {
+              created.push(await insert(client, row));
+            } catch (error) {
+              throw bulk ? atElement(i, toApiError('write', error)) : error;
+            }
+          }
+          const response = respond(bulk ? created : (created[0] as Row));
+          if (once) {
+            const { key, fingerprint } = once;
+            const { status, headers, body } = response;
+            await rowsOf(client, keys.save, { key, fingerprint, status, headers: JSON.stringify(headers), body, createdAt: now() });
+          }
+          return { response, replayed: false };
+        });
+      },
 
-    update: (id, change) =>
-      write('write', async (client) => {
-        const locked = await current(client, id);
-        const changed = change(locked);
-        const defaults = new Map<string, unknown>();
-        for (const field of rules.writable) {
-          if (changed[field.key] === undefined && rules.sqlDefaults.has(field.key))
-            defaults.set(field.key, await sqlDefaultOf(client, field));
-        }
-        const next = rules.forUpdate(changed, (field) => defaults.get(field.key));
-        if (!updateById) return locked;
-        const [updated] = await rowsOf(client, updateById, { ...valuesOf(rules.updated, next, columnOf), ...idParams(id) });
-        return toRow(updated as unknown[]);
-      }),
-    remove: (id, check) =>
-      write('remove', async (client) => {
-        check(await current(client, id));
-        await rowsOf(client, deleteById, idParams(id));
-      }),
+      update: (id, change) =>
+        write('write', async (client) => {
+          const locked = await current(client, id);
+          const changed = change(locked);
+          const defaults = new Map<string, unknown>();
+          for (const field of rules.writable) {
+            if (changed[field.key] === undefined && rules.sqlDefaults.has(field.key))
+              defaults.set(field.key, await sqlDefaultOf(client, field));
+          }
+          const next = rules.forUpdate(changed, (field) => defaults.get(field.key));
+          if (!updateById) return locked;
+          const [updated] = await rowsOf(client, updateById, { ...valuesOf(rules.updated, next, columnOf), ...idParams(id) });
+          return toRow(updated as unknown[]);
+        }),
+      remove: (id, check) =>
+        write('remove', async (client) => {
+          check(await current(client, id));
+          await rowsOf(client, deleteById, idParams(id));
+        }),
+    };
   };
 }
 
@@ -458,9 +478,46 @@ export function createPostgresStore(
   const db = drizzle({ client: pool });
   const keys = keyStatements(db, tables);
   const byName = new Map(Object.values(tables).map((t) => [is(t, PgView) ? getViewConfig(t).name : getTableConfig(t).name, t]));
-  const kinds = new Map(resources.map((r) => [r, createKindStore(pool, db, keys, r, byName.get(r.name) as PgTable, now)]));
+  const calls = new Map(resources.map((r) => [r, createKindStore(pool, db, keys, r, byName.get(r.name) as PgTable, now)]));
+  const kinds = new Map([...calls].map(([resource, on]) => [resource, on()]));
   return {
     of: (resource) => kinds.get(resource) as KindStore,
+    // One transaction on one connection; batches take one advisory lock in turn (across every
+    // instance), so two batches never wait on each other's rows: no deadlock, whatever their order.
+    batch: (work, once) =>
+      withConnection(
+        pool,
+        async (client) => {
+          await client.query({ ...keys.lock, values: [BATCH_LOCK] });
+          if (once) {
+            await client.query({ ...keys.lock, values: [once.key] });
+            const [stored] = await rowsOf(client, keys.find, { key: once.key, since: now() - KEY_TTL_MS });
+            if (stored) {
+              const [fingerprint, status, headers, body] = stored as [string, number, string, string];
+              if (fingerprint !== once.fingerprint) throw reusedKey();
+              return { response: { status, headers: JSON.parse(headers), body }, replayed: true };
+            }
+          }
+          const inBatch = new Map<Resource, KindStore>();
+          const response = await work({
+            of: (resource) => {
+              let kind = inBatch.get(resource);
+              if (!kind) {
+                kind = (calls.get(resource) as (client: pg.PoolClient) => KindStore)(client);
+                inBatch.set(resource, kind);
+              }
+              return kind;
+            },
+          });
+          if (once) {
+            const { key, fingerprint } = once;
+            const { status, headers, body } = response;
+            await rowsOf(client, keys.save, { key, fingerprint, status, headers: JSON.stringify(headers), body, createdAt: now() });
+          }
+          return { response, replayed: false };
+        },
+        true,
+      ),
     purgeExpiredKeys: async (batch) => {
       const result = await pool.query({
         name: keys.purge.name,

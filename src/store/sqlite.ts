@@ -33,7 +33,7 @@ import {
   toStatement,
   valuesOf,
 } from './sql.js';
-import { type KindStore, notFound, type Page, refusals, type Store } from './store.js';
+import { type KindStore, type MaybePromise, notFound, type Page, refusals, type Store, type Transaction } from './store.js';
 
 /** The better-sqlite3 error under any wrapper, if any. */
 function sqliteErrorOf(error: unknown): (Error & { code: string }) | undefined {
@@ -118,7 +118,13 @@ function searchOf(resource: Resource): { index: ReturnType<typeof ftsTable>; sql
 
 const ftsTable = (name: string) => sqliteTable(name, { rowid: integer('rowid'), rank: real('rank') });
 
-function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, keys: KeyStatements, resource: Resource): KindStore {
+function createKindStore(
+  sqlite: Database.Database,
+  db: Db,
+  group: GroupCommit,
+  keys: KeyStatements,
+  resource: Resource,
+): { kind: KindStore; direct: KindStore } {
   const table = resource.table as SQLiteTable;
   const keyColumns = resource.key.map((f) => f.column);
   const soleKey = keyColumns.length === 1;
@@ -266,20 +272,21 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
    * Runs `work` in the group's transaction, in its own savepoint, mapping constraint failures
    * (`rowOf`: the row written, for a 422 that names its fields; `locate`: names a bulk create's element).
    */
-  function write<T>(
-    action: 'write' | 'remove',
-    work: () => T,
-    rowOf: () => Row | undefined = () => undefined,
-    locate: (error: unknown) => unknown = (error) => error,
-  ): Promise<T> {
-    return group.submit(() => {
-      try {
-        return work();
-      } catch (error) {
-        throw locate(error instanceof ApiError ? error : toApiError(action, error, rowOf()));
-      }
-    });
-  }
+  const writer =
+    (submit: Submit) =>
+    <T>(
+      action: 'write' | 'remove',
+      work: () => T,
+      rowOf: () => Row | undefined = () => undefined,
+      locate: (error: unknown) => unknown = (error) => error,
+    ): MaybePromise<T> =>
+      submit(() => {
+        try {
+          return work();
+        } catch (error) {
+          throw locate(error instanceof ApiError ? error : toApiError(action, error, rowOf()));
+        }
+      });
 
   /** The row with key `id`, or undefined. */
   function find(id: Id): Row | undefined {
@@ -326,125 +333,133 @@ function createKindStore(sqlite: Database.Database, db: Db, group: GroupCommit, 
   const rowsOf = (prepared: Prepared, values: unknown[]) =>
     (prepared.statement.all(prepared.args({ values: SQLITE_LIST.amongValue(values) })) as unknown[][]).map(toRow);
 
-  return {
-    withKeys(values) {
-      byKeys ??= selecting(
-        db
-          .select(selection)
-          .from(table)
-          .where(among(keyColumns[0] as Column)),
-      );
-      return rowsOf(byKeys, values);
-    },
-    withParents(field, values, cap) {
-      const prepared = cached(byParents, `${field}|${cap}`, () => {
-        const column = (resource.fields.find((f) => f.key === field) as Field).column;
-        const order = naturalOrder(resource);
-        const ranked = db
-          .select({
-            ...selection,
-            __n: rankWithin(
-              column,
-              order.map((f) => f.column),
-            ).as('__n'),
-          })
-          .from(table)
-          .where(among(column))
-          .as('ranked');
-        // The subquery's columns, by their aliases (drizzle types them loosely).
-        const at = ranked as unknown as Record<string, SQL>;
-        return selecting(
+  /** The kind's calls, its writes handed to `submit`: the group commit, or (inside a batch) at once. */
+  const calls = (submit: Submit): KindStore => {
+    const write = writer(submit);
+    return {
+      withKeys(values) {
+        byKeys ??= selecting(
           db
-            .select(Object.fromEntries(resource.fields.map((f) => [f.key, at[f.key]])) as Record<string, SQL>)
-            .from(ranked)
-            .where(lte(at.__n as SQL, cap))
-            .orderBy(at[field] as SQL, ...order.map((f) => at[f.key] as SQL)),
+            .select(selection)
+            .from(table)
+            .where(among(keyColumns[0] as Column)),
         );
-      });
-      return rowsOf(prepared, values);
-    },
-    get: find,
-    exists: (id) => atKey(byId as Database.Statement, 'get', id) !== undefined,
-    list(query, scope): Page {
-      const after = positionOf(query, (rowid) => {
-        const values = rowidStatements().byRowid.get(rowid) as unknown[] | undefined;
-        return values && toRow(values);
-      }) as unknown[] | undefined;
-      const plan = planList(SQLITE_LIST, resource, query, scope, after, search?.sql);
-      const rows = cached(listStatements, plan.shape, () =>
-        preparing(plan, () => {
-          const query = searching(db.select(listSelection(selection, plan)).from(table), plan)
-            .where(plan.where())
-            .orderBy(...plan.orderBy())
-            .limit(plan.limit as never);
-          return selecting(plan.offset ? query.offset(plan.offset as never) : query);
-        }),
-      );
-      const page = pageOf(rows.statement.all(rows.args(plan.params)) as unknown[][], query.limit, toRow, query.relevance);
-      let total: number | undefined;
-      if (plan.count) {
-        const { shape, params, where } = plan.count;
-        const counter = cached(countStatements, shape, () =>
+        return rowsOf(byKeys, values);
+      },
+      withParents(field, values, cap) {
+        const prepared = cached(byParents, `${field}|${cap}`, () => {
+          const column = (resource.fields.find((f) => f.key === field) as Field).column;
+          const order = naturalOrder(resource);
+          const ranked = db
+            .select({
+              ...selection,
+              __n: rankWithin(
+                column,
+                order.map((f) => f.column),
+              ).as('__n'),
+            })
+            .from(table)
+            .where(among(column))
+            .as('ranked');
+          // The subquery's columns, by their aliases (drizzle types them loosely).
+          const at = ranked as unknown as Record<string, SQL>;
+          return selecting(
+            db
+              .select(Object.fromEntries(resource.fields.map((f) => [f.key, at[f.key]])) as Record<string, SQL>)
+              .from(ranked)
+              .where(lte(at.__n as SQL, cap))
+              .orderBy(at[field] as SQL, ...order.map((f) => at[f.key] as SQL)),
+          );
+        });
+        return rowsOf(prepared, values);
+      },
+      get: find,
+      exists: (id) => atKey(byId as Database.Statement, 'get', id) !== undefined,
+      list(query, scope): Page {
+        const after = positionOf(query, (rowid) => {
+          const values = rowidStatements().byRowid.get(rowid) as unknown[] | undefined;
+          return values && toRow(values);
+        }) as unknown[] | undefined;
+        const plan = planList(SQLITE_LIST, resource, query, scope, after, search?.sql);
+        const rows = cached(listStatements, plan.shape, () =>
           preparing(plan, () => {
-            const prepared = prepare(sqlite, searching(db.select({ n: count() }).from(table), plan).where(where()));
-            prepared.statement.pluck();
-            return prepared;
+            const query = searching(db.select(listSelection(selection, plan)).from(table), plan)
+              .where(plan.where())
+              .orderBy(...plan.orderBy())
+              .limit(plan.limit as never);
+            return selecting(plan.offset ? query.offset(plan.offset as never) : query);
           }),
         );
-        total = (counter.statement.get(counter.args(params)) as number | undefined) ?? 0;
-      }
-      return { ...page, total, rowidOf };
-    },
-    create(input, respond, once) {
-      const bulk = Array.isArray(input);
-      const stamped = (bulk ? input : [input]).map((row) => rules.forCreate(row));
-      /** The element being inserted: a refusal names it. */
-      let at = 0;
-      return write(
-        'write',
-        () => {
-          if (once) {
-            const stored = keys.find(once.key);
-            if (stored) {
-              if (stored.fingerprint !== once.fingerprint) throw reusedKey();
-              return { response: { status: stored.status, headers: JSON.parse(stored.headers), body: stored.body }, replayed: true };
+        const page = pageOf(rows.statement.all(rows.args(plan.params)) as unknown[][], query.limit, toRow, query.relevance);
+        let total: number | undefined;
+        if (plan.count) {
+          const { shape, params, where } = plan.count;
+          const counter = cached(countStatements, shape, () =>
+            preparing(plan, () => {
+              const prepared = prepare(sqlite, searching(db.select({ n: count() }).from(table), plan).where(where()));
+              prepared.statement.pluck();
+              return prepared;
+            }),
+          );
+          total = (counter.statement.get(counter.args(params)) as number | undefined) ?? 0;
+        }
+        return { ...page, total, rowidOf };
+      },
+      create(input, respond, once) {
+        const bulk = Array.isArray(input);
+        const stamped = (bulk ? input : [input]).map((row) => rules.forCreate(row));
+        /** The element being inserted: a refusal names it. */
+        let at = 0;
+        return write(
+          'write',
+          () => {
+            if (once) {
+              const stored = keys.find(once.key);
+              if (stored) {
+                if (stored.fingerprint !== once.fingerprint) throw reusedKey();
+                return { response: { status: stored.status, headers: JSON.parse(stored.headers), body: stored.body }, replayed: true };
+              }
             }
-          }
-          const created = stamped.map((row, i) => {
-            at = i;
-            const { fields, prepared } = insertFor(row);
-            return toRow(prepared.statement.get(prepared.args(valuesOf(fields, row))) as unknown[]);
-          });
-          const response = respond(bulk ? created : (created[0] as Row));
-          if (once) keys.save(once, response);
-          return { response, replayed: false };
-        },
-        () => stamped[at],
-        bulk ? (error) => atElement(at, error) : undefined,
-      );
-    },
+            const created = stamped.map((row, i) => {
+              at = i;
+              const { fields, prepared } = insertFor(row);
+              return toRow(prepared.statement.get(prepared.args(valuesOf(fields, row))) as unknown[]);
+            });
+            const response = respond(bulk ? created : (created[0] as Row));
+            if (once) keys.save(once, response);
+            return { response, replayed: false };
+          },
+          () => stamped[at],
+          bulk ? (error) => atElement(at, error) : undefined,
+        );
+      },
 
-    update(id, change) {
-      let next: Row | undefined;
-      return write(
-        'write',
-        () => {
-          next = rules.forUpdate(change(current(id)), sqlDefaultOf);
-          if (!updateRow) return current(id);
-          const values = Object.assign(valuesOf(rules.updated, next), keyArgs(id));
-          return toRow(updateRow.statement.get(updateRow.args(values)) as unknown[]);
-        },
-        () => next,
-      );
-    },
-    remove(id, check) {
-      return write('remove', () => {
-        check(current(id));
-        atKey(deleteRow as Database.Statement, 'run', id);
-      });
-    },
+      update(id, change) {
+        let next: Row | undefined;
+        return write(
+          'write',
+          () => {
+            next = rules.forUpdate(change(current(id)), sqlDefaultOf);
+            if (!updateRow) return current(id);
+            const values = Object.assign(valuesOf(rules.updated, next), keyArgs(id));
+            return toRow(updateRow.statement.get(updateRow.args(values)) as unknown[]);
+          },
+          () => next,
+        );
+      },
+      remove(id, check) {
+        return write('remove', () => {
+          check(current(id));
+          atKey(deleteRow as Database.Statement, 'run', id);
+        });
+      },
+    };
   };
+  return { kind: calls((work) => group.submit(work)), direct: calls((work) => work()) };
 }
+
+/** Where a kind store's writes run: queued for the group commit, or now (inside a batch's own transaction). */
+type Submit = <T>(work: () => T) => MaybePromise<T>;
 
 /** The stored answers to Idempotency-Keys, read and written inside a write's savepoint. */
 interface KeyStatements {
@@ -520,9 +535,26 @@ export function createSqliteStore(sqlite: Database.Database, db: Db, resources: 
   const group = createGroupCommit(sqlite, { maxGroup: MAX_GROUP, unavailable: unavailableFrom });
   const keys = createKeyStatements(sqlite, db, now);
   const kinds = new Map(resources.map((r) => [r, createKindStore(sqlite, db, group, keys, r)]));
+  /** Inside a batch: the same connection (its reads see the batch's writes), writes run at once. */
+  const inBatch: Transaction = { of: (resource) => (kinds.get(resource) as { direct: KindStore }).direct };
   return {
-    of: (resource) => kinds.get(resource) as KindStore,
+    of: (resource) => (kinds.get(resource) as { kind: KindStore }).kind,
     purgeExpiredKeys: (batch) => keys.purgeExpired(batch),
     flush: group.flush,
+    // One write of the group commit (its own savepoint): a batch that throws leaves the group's other writes alone.
+    batch: (work, once) =>
+      group.submit(() => {
+        if (once) {
+          const stored = keys.find(once.key);
+          if (stored) {
+            if (stored.fingerprint !== once.fingerprint) throw reusedKey();
+            return { response: { status: stored.status, headers: JSON.parse(stored.headers), body: stored.body }, replayed: true };
+          }
+        }
+        const response = work(inBatch);
+        if (response instanceof Promise) throw new Error('a batch on SQLite must answer synchronously');
+        if (once) keys.save(once, response);
+        return { response, replayed: false };
+      }),
   };
 }

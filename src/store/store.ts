@@ -63,11 +63,16 @@ export interface KindStore {
    * names the failing element, see atElement); `respond` gets what was created, in the same shape.
    * With `once`, the response is stored under the key in the same transaction, or the stored one replayed.
    */
-  create(row: Row | Row[], respond: (created: Row | Row[]) => JsonResponse, once?: Once): Promise<Created>;
+  create(row: Row | Row[], respond: (created: Row | Row[]) => JsonResponse, once?: Once): MaybePromise<Created>;
   /** Replaces the row with what `change` makes of it; 404 when it is gone. */
-  update(id: Id, change: Change): Promise<Row>;
+  update(id: Id, change: Change): MaybePromise<Row>;
   /** Deletes the row after `check` passes on it; 404 when it is gone, 409 while others refer to it. */
-  remove(id: Id, check: Check): Promise<void>;
+  remove(id: Id, check: Check): MaybePromise<void>;
+}
+
+/** The kind stores inside a batch's transaction: reads see the batch's writes; writes run at once (SQLite: synchronously). */
+export interface Transaction {
+  of(resource: Resource): KindStore;
 }
 
 export interface Store {
@@ -76,6 +81,12 @@ export interface Store {
   purgeExpiredKeys(batch: number): MaybePromise<number>;
   /** Commits every write queued now (before a shutdown closes the database). */
   flush(): void;
+  /**
+   * Runs `work` in one transaction of its own, all or nothing (an error it throws rolls back every
+   * write it made), serialized with every other batch; its answer is committed with it under `once`'s
+   * key, or the stored answer replayed. On SQLite `work` must answer synchronously.
+   */
+  batch(work: (tx: Transaction) => MaybePromise<JsonResponse>, once?: Once): Promise<Created>;
 }
 
 /** The 404 for an id that names no element of `resource` (every backend and the HTTP layer use it). */

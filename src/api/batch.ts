@@ -1,0 +1,306 @@
+// POST /_batch (API.md §7): 1–100 operations on resource paths, run in order in one transaction of
+// their own, each answered by the same compiled route as alone; the first failure rolls all back.
+import { performance } from 'node:perf_hooks';
+import type { Config } from '../config.js';
+import { ApiError, type FieldError, type ProblemResponse, toProblem } from '../errors.js';
+import { type JsonResponse, readJson, send, sendProblem } from '../http.js';
+import { fingerprintOf, parseIdempotencyKey } from '../idempotency.js';
+import { type ParsedUrl, parseRequestUrl } from '../query-string.js';
+import type { Id, Method } from '../resources.js';
+import { type MaybePromise, type Store, type Transaction, then } from '../store/store.js';
+import type { CompiledEndpoint, Endpoint, Request, Response } from './compile.js';
+import type { Match } from './routes.js';
+
+/** How many operations one batch holds. */
+export const BATCH_OPERATIONS = { min: 1, max: 100 } as const;
+export const BATCH_PATH = '/_batch';
+/** The methods an operation may use (HEAD and OPTIONS say nothing a batch needs). */
+export const BATCH_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+/** The request headers an operation may carry, by lower-case name. */
+export const BATCH_HEADERS = ['If-Match', 'If-None-Match'] as const;
+/** What a label looks like (it appears inside paths as `{label}`). */
+export const LABEL = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
+const MEMBERS = new Set(['method', 'path', 'body', 'headers', 'label']);
+const WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
+/** The headers of an operation's answer that describe the HTTP message, not the answer: left out of its result. */
+const MESSAGE_HEADERS = new Set(['content-type', 'content-length']);
+
+/** One operation as the envelope gave it, checked. */
+interface Operation {
+  method: Method;
+  /** The path as sent: `{label}` placeholders still in it. */
+  path: string;
+  body?: unknown;
+  headers: Record<string, string>;
+  label?: string;
+}
+
+/** What a label stands for once its operation ran: the created element's key, as a path segment and as a value. */
+interface Created {
+  segment: string;
+  id: Id;
+}
+
+/** An operation's answer as the batch records it. */
+interface Outcome {
+  status: number;
+  headers: Record<string, string>;
+  /** The body's JSON text, or '' for none. */
+  body: string;
+}
+
+/** The first failing operation: it rolls the batch back, and its problem (with its index) is the batch's answer. */
+class Failure extends Error {
+  constructor(
+    readonly index: number,
+    readonly problem: ProblemResponse,
+  ) {
+    super(problem.body.detail);
+  }
+}
+
+/** A response that keeps what a compiled route writes (writeHead and end), for the batch's results. */
+class Recorder {
+  statusCode = 0;
+  headersSent = false;
+  readonly headers: Record<string, string> = {};
+  body = '';
+
+  writeHead(status: number, headers: Record<string, string | number> | (string | number)[] = {}): this {
+    this.statusCode = status;
+    this.headersSent = true;
+    const keep = (name: string, value: string | number) => {
+      if (!MESSAGE_HEADERS.has(name.toLowerCase())) this.headers[name] = String(value);
+    };
+    if (Array.isArray(headers)) for (let i = 0; i < headers.length; i += 2) keep(String(headers[i]), headers[i + 1] as string);
+    else for (const name in headers) keep(name, headers[name] as string);
+    return this;
+  }
+
+  end(body?: string): this {
+    this.body = body ?? '';
+    return this;
+  }
+
+  destroy(): this {
+    return this;
+  }
+}
+
+/** Every `{label}` in a path. */
+const placeholders = (path: string) => [...path.matchAll(/\{([^{}]*)\}/g)].map((m) => m[1] as string);
+
+/** Calls `visit` on every `{"$ref": …}` object in a body (any other object with a `$ref` member is refused). */
+function walkRefs(value: unknown, at: string, visit: (label: unknown, at: string) => void): void {
+  if (Array.isArray(value)) {
+    value.forEach((item, i) => {
+      walkRefs(item, `${at}/${i}`, visit);
+    });
+  } else if (value !== null && typeof value === 'object') {
+    if (Object.hasOwn(value, '$ref')) {
+      visit(Object.keys(value).length === 1 ? (value as { $ref: unknown }).$ref : undefined, at);
+      return;
+    }
+    for (const [key, item] of Object.entries(value)) walkRefs(item, `${at}/${key}`, visit);
+  }
+}
+
+/** The body with every `{"$ref": label}` replaced by the key of the element that label created. */
+function resolveRefs(value: unknown, created: Map<string, Created>): unknown {
+  if (Array.isArray(value)) return value.map((item) => resolveRefs(item, created));
+  if (value === null || typeof value !== 'object') return value;
+  if (Object.hasOwn(value, '$ref')) return (created.get((value as { $ref: string }).$ref) as Created).id;
+  const out: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) out[key] = resolveRefs(item, created);
+  return out;
+}
+
+/**
+ * Checks the envelope and every operation before anything runs: shapes, methods, headers, labels
+ * (defined once, on a POST that creates one element, before any use) and that each path names a
+ * resource route. Every problem is listed; any is a 400 and nothing runs.
+ */
+function parseEnvelope(document: unknown, routes: (path: string) => Match<CompiledEndpoint> | undefined): Operation[] {
+  const errors: FieldError[] = [];
+  const fail = (path: string, message: string) => errors.push({ path, message });
+  const refuse = () =>
+    new ApiError('badRequest', `The batch is malformed: ${errors[0]?.path || 'the body'} ${errors[0]?.message}.`, { errors });
+  if (document === null || typeof document !== 'object' || Array.isArray(document)) {
+    fail('', 'must be an object with an "operations" array');
+    throw refuse();
+  }
+  for (const key of Object.keys(document)) if (key !== 'operations') fail(key, 'is not a member of a batch');
+  const list = (document as { operations?: unknown }).operations;
+  if (!Array.isArray(list)) fail('operations', 'must be an array of operations');
+  else if (list.length < BATCH_OPERATIONS.min || list.length > BATCH_OPERATIONS.max) {
+    fail('operations', `must hold ${BATCH_OPERATIONS.min} to ${BATCH_OPERATIONS.max} operations (it holds ${list.length})`);
+  }
+  if (errors.length > 0) throw refuse();
+  const labels = new Map<string, number>();
+  const operations = (list as unknown[]).map((raw, i): Operation => {
+    const at = `operations/${i}`;
+    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+      fail(at, 'must be an object');
+      return { method: 'GET', path: '', headers: {} };
+    }
+    const op = raw as Record<string, unknown>;
+    for (const key of Object.keys(op)) if (!MEMBERS.has(key)) fail(`${at}/${key}`, 'is not a member of an operation');
+    const method = op.method as Method;
+    if (!(BATCH_METHODS as readonly unknown[]).includes(method)) fail(`${at}/method`, `must be one of ${BATCH_METHODS.join(', ')}`);
+    if (WITH_BODY.has(method) && !Object.hasOwn(op, 'body')) fail(`${at}/body`, `is required for ${method}`);
+    if (!WITH_BODY.has(method) && Object.hasOwn(op, 'body')) fail(`${at}/body`, `is not allowed for ${method}`);
+    const headers: Record<string, string> = {};
+    if (op.headers !== undefined) {
+      if (op.headers === null || typeof op.headers !== 'object' || Array.isArray(op.headers)) fail(`${at}/headers`, 'must be an object');
+      else {
+        for (const [name, value] of Object.entries(op.headers)) {
+          const known = BATCH_HEADERS.find((h) => h.toLowerCase() === name.toLowerCase());
+          if (!known) fail(`${at}/headers/${name}`, `is not a header an operation may carry (${BATCH_HEADERS.join(', ')})`);
+          else if (typeof value !== 'string') fail(`${at}/headers/${name}`, 'must be a string');
+          else headers[known.toLowerCase()] = value;
+        }
+      }
+    }
+    const label = op.label;
+    if (label !== undefined) {
+      if (typeof label !== 'string' || !LABEL.test(label)) fail(`${at}/label`, `must match ${LABEL.source}`);
+      else if (labels.has(label)) fail(`${at}/label`, `"${label}" is already the label of operation ${labels.get(label)}`);
+      else if (method !== 'POST' || Array.isArray(op.body)) fail(`${at}/label`, 'may only name a POST that creates one element');
+    }
+    const path = op.path;
+    if (typeof path !== 'string' || !path.startsWith('/')) fail(`${at}/path`, 'must be a path starting with /');
+    else {
+      for (const name of placeholders(path)) {
+        if (!labels.has(name)) fail(`${at}/path`, `{${name}} names no label of an earlier operation`);
+      }
+      // With each `{label}` standing for a key, the path must be one of the resources' routes.
+      const pathname = path.split('?')[0] as string;
+      const probe = pathname.replace(/\{[^{}]*\}/g, '1');
+      if (probe.includes('{') || probe.includes('}')) fail(`${at}/path`, 'has a malformed {label}');
+      else if (pathname.replace(/\/$/, '') === BATCH_PATH) fail(`${at}/path`, 'is a batch: batches do not nest');
+      else if (!routes(probe)?.value.endpoint.resource) fail(`${at}/path`, 'is not a resource path');
+    }
+    walkRefs(op.body, `${at}/body`, (ref, where) => {
+      if (typeof ref !== 'string') fail(where, 'a $ref must be an object {"$ref": "<label>"} and nothing else');
+      else if (!labels.has(ref)) fail(where, `"$ref": "${ref}" names no label of an earlier operation`);
+    });
+    // Defined after its own path and body were checked: an operation cannot refer to itself.
+    if (typeof label === 'string' && LABEL.test(label) && !labels.has(label)) labels.set(label, i);
+    return { method, path: path as string, body: op.body, headers, label: label as string | undefined };
+  });
+  if (errors.length > 0) throw refuse();
+  return operations;
+}
+
+export interface BatchOptions {
+  store: Store;
+  config: Config;
+  /** The route of a path (the app's route table). */
+  routes: (path: string) => Match<CompiledEndpoint> | undefined;
+}
+
+/** The `/_batch` endpoint: POST runs a batch; every other method is a 405 as anywhere. */
+export function batchEndpoint({ store, config, routes }: BatchOptions): Endpoint {
+  const limit = Math.max(config.maxBodyBytes, Math.min(config.maxBulkBodyBytes, config.maxBodyBytesInFlight));
+
+  /** Answers one operation through its compiled route, as the request `outer` would be answered alone. */
+  const perform = (outer: Request, op: Operation, tx: Transaction, created: Map<string, Created>): MaybePromise<Outcome> => {
+    const target = op.path.replace(/\{([^{}]*)\}/g, (_, label: string) => (created.get(label) as Created).segment);
+    const headers: Record<string, string> = { ...op.headers, accept: 'application/json', 'content-type': 'application/json' };
+    const req = { method: op.method, url: target, headers, id: outer.id } as unknown as Request & { _parsedUrl?: ParsedUrl };
+    const url = parseRequestUrl(req);
+    req.path = url.pathname;
+    req.search = url.search;
+    req.query = url.query;
+    req.operation = { body: created.size > 0 ? resolveRefs(op.body, created) : op.body, tx };
+    const res = new Recorder();
+    const recorded = (): Outcome => ({ status: res.statusCode, headers: res.headers, body: res.body });
+    const failed = (error: unknown): Outcome => {
+      const problem = toProblem(error, req.path);
+      if (problem.unexpected) throw error; // a bug: the batch is a 500, logged with its cause
+      sendProblem(res as unknown as Response, problem);
+      return recorded();
+    };
+    const match = routes(req.path) as Match<CompiledEndpoint>;
+    try {
+      const answer = (match.value.byMethod.get(op.method) ?? match.value.otherwise)(req, res as unknown as Response, match.segment);
+      if (answer instanceof Promise) return answer.then(recorded, failed);
+      return recorded();
+    } catch (error) {
+      return failed(error);
+    }
+  };
+
+  /** What a label stands for, read from its POST's answer (its Location names the element). */
+  const createdBy = (outcome: Outcome): Created | undefined => {
+    const location = outcome.headers.Location;
+    const match = location === undefined ? undefined : routes(location);
+    const segment = match?.segment;
+    const id = segment === undefined ? undefined : match?.value.endpoint.target?.parseId(segment);
+    return segment === undefined || id === undefined ? undefined : { segment, id };
+  };
+
+  /** Runs the operations from `i` on, in order; throws the first failure (or the time limit) to roll all back. */
+  const run = (
+    outer: Request,
+    operations: Operation[],
+    tx: Transaction,
+    started: number,
+    outcomes: Outcome[] = [],
+    created = new Map<string, Created>(),
+  ): MaybePromise<Outcome[]> => {
+    const i = outcomes.length;
+    if (i === operations.length) return outcomes;
+    if (i > 0 && performance.now() - started > config.batchTimeoutMs) {
+      const problem = toProblem(
+        new ApiError(
+          'unprocessable',
+          `The batch ran longer than BATCH_TIMEOUT_MS (${config.batchTimeoutMs} ms) and was rolled back before operation ${i}; send fewer operations per batch.`,
+        ),
+        BATCH_PATH,
+      );
+      throw new Failure(i, problem);
+    }
+    const op = operations[i] as Operation;
+    return then(perform(outer, op, tx, created), (outcome) => {
+      if (outcome.status >= 400) {
+        const problem = JSON.parse(outcome.body);
+        throw new Failure(i, { status: outcome.status, headers: {}, body: problem, unexpected: false });
+      }
+      if (op.label !== undefined) {
+        const made = createdBy(outcome);
+        if (!made) throw new Error(`operation ${i} (${op.method} ${op.path}) created no element its label can name`);
+        created.set(op.label, made);
+      }
+      outcomes.push(outcome);
+      return run(outer, operations, tx, started, outcomes, created);
+    }) as MaybePromise<Outcome[]>; // a promise of a promise settles as the inner one
+  };
+
+  /** The batch's 200: each result's body is the operation's JSON text as it is (no parse and re-serialize). */
+  const resultsOf = (outcomes: Outcome[]): JsonResponse => {
+    const results = outcomes.map(
+      ({ status, headers, body }) => `{"status":${status},"headers":${JSON.stringify(headers)},"body":${body === '' ? 'null' : body}}`,
+    );
+    return { status: 200, headers: {}, body: `{"results":[${results.join(',')}]}` };
+  };
+
+  const post = (req: Request, res: Response) => {
+    const key = parseIdempotencyKey(req.headers['idempotency-key']);
+    return readJson(req, limit, ['application/json']).then((document) => {
+      const operations = parseEnvelope(document, routes);
+      const once = key === undefined ? undefined : { key, fingerprint: fingerprintOf('POST', BATCH_PATH, document) };
+      const work = (tx: Transaction) => then(run(req, operations, tx, performance.now()), resultsOf);
+      return store.batch(work, once).then(
+        ({ response, replayed }) => send(res, response, replayed ? { 'Idempotent-Replayed': 'true' } : undefined),
+        (error: unknown) => {
+          if (!(error instanceof Failure)) throw error;
+          const { problem, index } = error;
+          sendProblem(res, { ...problem, body: { ...problem.body, operation: index } as ProblemResponse['body'] });
+        },
+      );
+    });
+  };
+
+  return { path: BATCH_PATH, methods: ['POST', 'OPTIONS'], handlers: { POST: post } };
+}
