@@ -52,6 +52,27 @@ bulk('an array creates every element in order: 201 with the created elements, no
   for (const user of reply.body) assert.equal((await service.request('GET', `/users/${user.id}`)).body, user);
 });
 
+bulk('a large array (several multi-row statements) answers in request order', async ({ service }) => {
+  // 1000 = 7 statements of 128 and one each of 64, 32, 8; every third pet leaves its optional owner out.
+  const body = Array.from({ length: 1000 }, (_, i) =>
+    i % 3 === 0 ? { name: `Order ${i}`, species: 'dog' } : { name: `Order ${i}`, species: 'cat', ownerId: null },
+  );
+  const reply = await service.request('POST', '/pets', { body });
+  assert.is(reply.status, 201, reply.text);
+  assert.equal(
+    reply.body.map((pet: Row) => pet.name),
+    body.map((pet) => pet.name),
+  );
+  const ids = reply.body.map((pet: Row) => pet.id as number);
+  assert.equal(
+    ids,
+    [...ids].sort((a, b) => a - b),
+  );
+  for (const i of [0, 127, 128, 500, 999]) {
+    assert.equal((await service.request('GET', `/pets/${ids[i]}`)).body, reply.body[i]);
+  }
+});
+
 bulk('a related path fixes the parent of every element; an element naming another is refused by index', async ({ service }) => {
   const owner = await created(service, '/users', userSample());
   const reply = await service.request('POST', `/users/${owner}/pets`, {

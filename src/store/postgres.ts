@@ -15,15 +15,20 @@ import type { Field, Id, Resource } from '../resources.js';
 import type { Row } from '../validation.js';
 import { afterRetries, isRetryable, isUnavailable, type PgError, pgUnavailableFrom, writeError } from './pg-errors.js';
 import {
+  assignsRowid,
   type Buildable,
   cached,
   encoded,
+  inInsertOrder,
+  insertPieces,
   keyCondition,
   keyParams,
   type ListDialect,
   listSelection,
   naturalOrder,
   pageOf,
+  pieceArgs,
+  pieceValues,
   planList,
   positionOf,
   rankWithin,
@@ -39,6 +44,9 @@ import { type KindStore, notFound, type Page, refusals, type Store } from './sto
 
 /** A transaction that lost a serialization race or a deadlock is run again this many times in all, then a 503. */
 const MAX_ATTEMPTS = 3;
+
+/** The most values one statement may bind (the protocol's 16-bit count). */
+const PG_MAX_PARAMETERS = 65535;
 
 /** The advisory lock every batch holds for its transaction (its text hashed as Idempotency-Keys are: one lock space). */
 const BATCH_LOCK = 'restable: one batch at a time';
@@ -258,6 +266,8 @@ function createKindStore(
     );
     return { inserted, statement };
   };
+  const manyInserts = new Map<string, Named>();
+  const rowidKey = assignsRowid(resource);
   const listStatements = new Map<string, Statement>();
   const countStatements = new Map<string, Statement>();
   /** A column's SQL-expression default, computed by PostgreSQL (for a PUT that leaves the field out). */
@@ -309,11 +319,62 @@ function createKindStore(
       }
     };
     /** Inserts a stamped row (one statement: atomic on its own) and answers with the created row. */
-    const insert = async (on: Queryable, row: Row) => {
-      const full = rules.forCreate(row);
+    const insert = async (on: Queryable, row: Row, now?: Date) => {
+      const full = rules.forCreate(row, now);
       const { inserted, statement } = insertFor(full);
       const [created] = await rowsOf(on, statement, valuesOf(inserted, full, columnOf));
       return toRow(created as unknown[]);
+    };
+    /** Inserts rows one statement each; a refusal names its element. */
+    const insertEach = async (client: pg.PoolClient, rows: Row[], now: Date, from = 0): Promise<Row[]> => {
+      const created: Row[] = [];
+      for (let i = from; i < rows.length; i++) {
+        try {
+          created.push(await insert(client, rows[i] as Row, now));
+        } catch (error) {
+          throw atElement(i, toApiError('write', error));
+        }
+      }
+      return created;
+    };
+    /**
+     * A bulk create in multi-row INSERTs (one round trip per up to 128 rows) when the key comes from
+     * the identity, whose order puts the returned rows back in request order. A failed statement
+     * aborts the transaction: the bulk goes back to its savepoint and runs again a row at a time,
+     * so that the refusal names its element.
+     */
+    const insertMany = async (client: pg.PoolClient, rows: Row[]): Promise<Row[]> => {
+      const now = new Date();
+      if (!rowidKey) return insertEach(client, rows, now);
+      const full = rows.map((row) => rules.forCreate(row, now));
+      await client.query('SAVEPOINT restable_bulk');
+      const created: Row[] = [];
+      try {
+        for (const piece of insertPieces(full, rules.insertedFor, PG_MAX_PARAMETERS)) {
+          const { size, fields } = piece;
+          const statement = cached(manyInserts, `${fields.map((f) => f.key).join(',')}|${size}`, () =>
+            named(
+              db
+                .insert(table)
+                .values(pieceValues(fields, size) as never)
+                .returning(selection as never),
+            ),
+          );
+          const result = await client.query({
+            name: statement.name,
+            text: statement.text,
+            values: pieceArgs(statement, piece, full, columnOf),
+            rowMode: 'array',
+          });
+          created.push(...inInsertOrder((result.rows as unknown[][]).map(toRow), (resource.key[0] as Field).key));
+        }
+      } catch (error) {
+        if (!(error as PgError).code || isUnavailable(error as Error)) throw toApiError('write', error);
+        await client.query('ROLLBACK TO SAVEPOINT restable_bulk');
+        return insertEach(client, rows, now);
+      }
+      await client.query('RELEASE SAVEPOINT restable_bulk');
+      return created;
     };
     /** The current row, locked until the transaction ends (a concurrent write waits, then sees this one's result), or a 404. */
     const current = async (client: pg.PoolClient, id: Id): Promise<Row> => {
@@ -424,14 +485,7 @@ function createKindStore(
               return { response: { status, headers: JSON.parse(headers), body }, replayed: true };
             }
           }
-          const created: Row[] = [];
-          for (const [i, row] of (bulk ? input : [input]).entries()) {
-            try {
-              created.push(await insert(client, row));
-            } catch (error) {
-              throw bulk ? atElement(i, toApiError('write', error)) : error;
-            }
-          }
+          const created = bulk ? await insertMany(client, input) : [await insert(client, input)];
           const response = respond(bulk ? created : (created[0] as Row));
           if (once) {
             const { key, fingerprint } = once;

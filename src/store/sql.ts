@@ -374,8 +374,8 @@ export interface RowRules {
   sqlDefaults: Set<string>;
   /** The fields an INSERT of `row` sets: all but a key the database assigns and an SQL default the row leaves out. */
   insertedFor(row: Row): Field[];
-  /** A create's row: every writable field (the given value, else its default), timestamps from one clock reading. */
-  forCreate(row: Row): Row;
+  /** A create's row: every writable field (the given value, else its default), timestamps from one clock reading (`now`: a bulk create's one). */
+  forCreate(row: Row, now?: Date): Row;
   /** An update's row: as forCreate, an SQL-expression default from `sqlDefaultOf`, only updatedAt stamped. */
   forUpdate(row: Row, sqlDefaultOf: (field: Field) => unknown): Row;
 }
@@ -387,9 +387,11 @@ export function rowRules(resource: Resource): RowRules {
   const inserted = resource.fields.filter((f) => !resource.key.includes(f) || !resource.serverAssigned.has(f.key));
   const sqlDefaults = new Set(inserted.filter(({ column }) => is(column.default, SQL)).map((f) => f.key));
   /** Server-managed timestamps from one clock reading, so createdAt = updatedAt on create. */
-  const stamp = (row: Row, fields: Field[]) => {
-    const now = new Date();
-    for (const { key, column } of fields) row[key] = column.dataType === 'date' ? now : now.toISOString();
+  let last: { now: Date; text: string } | undefined;
+  const stamp = (row: Row, fields: Field[], now = new Date()) => {
+    // A bulk create stamps every row with one reading: its text is made once.
+    if (last?.now !== now) last = { now, text: now.toISOString() };
+    for (const { key, column } of fields) row[key] = column.dataType === 'date' ? now : last.text;
   };
   /** Every writable field: the given value, else the column's default, else null; an SQL-expression default stays unset. */
   const withDefaults = (row: Row): Row => {
@@ -404,9 +406,9 @@ export function rowRules(resource: Resource): RowRules {
     updated: [...writable, ...stampedOnUpdate],
     sqlDefaults,
     insertedFor: (row) => (sqlDefaults.size === 0 ? inserted : inserted.filter((f) => !sqlDefaults.has(f.key) || row[f.key] !== undefined)),
-    forCreate(row) {
+    forCreate(row, now) {
       const full = { ...withDefaults(row), ...row };
-      stamp(full, stampedOnCreate);
+      stamp(full, stampedOnCreate, now);
       return full;
     },
     forUpdate(row, sqlDefaultOf) {
@@ -447,4 +449,99 @@ export function positionOf(
       );
     }),
   );
+}
+
+/** One multi-row INSERT of a bulk create: `size` rows from `start` that set the same `fields`. */
+export interface InsertPiece {
+  start: number;
+  size: number;
+  fields: Field[];
+}
+
+/** The most rows one multi-row INSERT holds (fewer when the kind is wide: see insertPieces). */
+export const MAX_ROWS_PER_INSERT = 1024;
+
+/**
+ * Cuts a bulk create's rows into multi-row INSERTs: runs of consecutive rows that set the same
+ * fields, each in pieces whose sizes are powers of two (so a kind needs at most eight statements
+ * per shape), every piece within `maxParameters` bound values.
+ */
+export function insertPieces(rows: Row[], insertedFor: (row: Row) => Field[], maxParameters: number): InsertPiece[] {
+  const pieces: InsertPiece[] = [];
+  const shapeOf = (fields: Field[]) => fields.map((f) => f.key).join(',');
+  for (let start = 0; start < rows.length; ) {
+    const fields = insertedFor(rows[start] as Row);
+    const shape = shapeOf(fields);
+    let end = start + 1;
+    while (end < rows.length && shapeOf(insertedFor(rows[end] as Row)) === shape) end++;
+    let most = MAX_ROWS_PER_INSERT;
+    while (most > 1 && most * Math.max(1, fields.length) > maxParameters) most /= 2;
+    for (let left = end - start; left > 0; ) {
+      let size = most;
+      while (size > left) size /= 2;
+      pieces.push({ start, size, fields });
+      start += size;
+      left -= size;
+    }
+  }
+  return pieces;
+}
+
+/** The VALUES of a piece as placeholders: `r:key` for row r's field `key`. */
+export function pieceValues(fields: Field[], size: number): Record<string, Placeholder>[] {
+  return Array.from({ length: size }, (_, r) => Object.fromEntries(fields.map((f) => [f.key, sql.placeholder(`${r}:${f.key}`)])));
+}
+
+/**
+ * The bound values of a piece's statement, each as its column stores it: straight from the rows
+ * when the statement binds them row by row in `fields` order (as drizzle writes a multi-row VALUES;
+ * checked once per statement by `rowMajor`), else through pieceValues' placeholder names.
+ */
+export function pieceArgs(
+  statement: Pick<Statement, 'args'> & { rowMajor?: boolean },
+  { start, size, fields }: InsertPiece,
+  rows: Row[],
+  columnOf: (field: Field) => Column = (f) => f.column,
+): unknown[] {
+  if (statement.rowMajor === undefined) {
+    const names = statement.args(new Proxy({}, { get: (_, name) => name }));
+    const expected = Array.from({ length: size }, (_, r) => fields.map((f) => `${r}:${f.key}`)).flat();
+    statement.rowMajor = names.length === expected.length && names.every((name, i) => name === expected[i]);
+  }
+  const columns = fields.map(columnOf);
+  if (statement.rowMajor) {
+    const args: unknown[] = [];
+    for (let r = start; r < start + size; r++) {
+      const row = rows[r] as Row;
+      for (let f = 0; f < fields.length; f++) args.push(encoded(columns[f] as Column, row[(fields[f] as Field).key]));
+    }
+    return args;
+  }
+  const values: Record<string, unknown> = {};
+  for (let r = 0; r < size; r++) {
+    const row = rows[start + r] as Row;
+    fields.forEach((field, f) => {
+      values[`${r}:${field.key}`] = encoded(columns[f] as Column, row[field.key]);
+    });
+  }
+  return statement.args(values);
+}
+
+/**
+ * Whether the database assigns a kind's key from a growing counter (an INTEGER PRIMARY KEY rowid
+ * on SQLite, the identity derived from it on PostgreSQL): then a bulk create may use multi-row
+ * INSERTs, their returned rows put in order by inInsertOrder.
+ */
+export function assignsRowid(resource: Resource): boolean {
+  const [key, ...rest] = resource.key;
+  return key !== undefined && rest.length === 0 && resource.serverAssigned.has(key.key) && key.column.columnType === 'SQLiteInteger';
+}
+
+/**
+ * Puts the rows a multi-row INSERT returned in the order of its VALUES. Neither SQLite nor
+ * PostgreSQL promises RETURNING's order, but a key the database assigns from a rowid or a sequence
+ * grows with each row inserted: sorted by it, the rows are in insertion order.
+ */
+export function inInsertOrder(rows: Row[], key: string): Row[] {
+  return rows.sort((a, b) => (a[key] as number) - (b[key] as number));
 }

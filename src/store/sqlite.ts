@@ -12,10 +12,13 @@ import type { Field, Id, KeyValue, Resource } from '../resources.js';
 import type { Row } from '../validation.js';
 import { createGroupCommit, type GroupCommit } from './group-commit.js';
 import {
+  assignsRowid,
   type Buildable,
   cached,
   encoded,
   encodes,
+  inInsertOrder,
+  insertPieces,
   keyCondition,
   keyParams,
   type ListDialect,
@@ -23,6 +26,8 @@ import {
   listSelection,
   naturalOrder,
   pageOf,
+  pieceArgs,
+  pieceValues,
   planList,
   positionOf,
   rankWithin,
@@ -84,6 +89,9 @@ function prepare(sqlite: Database.Database, query: Buildable): Prepared {
   const { text, args } = toStatement(query);
   return { statement: sqlite.prepare(text), args };
 }
+
+/** The most values one statement may bind (SQLITE_MAX_VARIABLE_NUMBER since SQLite 3.32). */
+const SQLITE_MAX_PARAMETERS = 32766;
 
 /** SQLite's spelling of the list language: its own NULL order and binary text collation are the reference. */
 const SQLITE_LIST: ListDialect = {
@@ -194,6 +202,57 @@ function createKindStore(
       ),
     );
     return { fields, prepared };
+  };
+  const insertOne = (row: Row): Row => {
+    const { fields, prepared } = insertFor(row);
+    return toRow(prepared.statement.get(prepared.args(valuesOf(fields, row))) as unknown[]);
+  };
+  /**
+   * A bulk create's rows in multi-row INSERTs (one statement per up to 128 rows: ~4× faster than a
+   * statement per row) when the database assigns the key from the rowid, whose order puts the
+   * returned rows back in request order. A piece that fails is run again row by row (the failed
+   * statement left nothing behind), so that the refusal names its element through `locate`.
+   */
+  const rowidKey = assignsRowid(resource);
+  const manyInserts = new Map<string, Prepared>();
+  const insertMany = (rows: Row[], locate: (index: number) => void): Row[] => {
+    if (!rowidKey) {
+      return rows.map((row, i) => {
+        locate(i);
+        return insertOne(row);
+      });
+    }
+    const created: Row[] = [];
+    for (const piece of insertPieces(rows, rules.insertedFor, SQLITE_MAX_PARAMETERS)) {
+      const { start, size, fields } = piece;
+      locate(start);
+      if (size === 1) {
+        created.push(insertOne(rows[start] as Row));
+        continue;
+      }
+      const prepared = cached(manyInserts, `${fields.map((f) => f.key).join(',')}|${size}`, () =>
+        selecting(
+          db
+            .insert(table)
+            .values(pieceValues(fields, size) as never)
+            .returning(selection as never),
+        ),
+      );
+      let returned: unknown[][];
+      try {
+        returned = prepared.statement.all(pieceArgs(prepared, piece, rows)) as unknown[][];
+      } catch (error) {
+        const failure = sqliteErrorOf(error);
+        if (!failure || classify(failure) === 'unavailable' || !failure.code.startsWith('SQLITE_CONSTRAINT')) throw error;
+        for (let i = start; i < start + size; i++) {
+          locate(i);
+          created.push(insertOne(rows[i] as Row));
+        }
+        continue;
+      }
+      created.push(...inInsertOrder(returned.map(toRow), (resource.key[0] as Field).key));
+    }
+    return created;
   };
   // A kind whose every field is its key has nothing to set: a PUT or PATCH only checks and answers the row.
   const updateRow =
@@ -407,7 +466,8 @@ function createKindStore(
       },
       create(input, respond, once) {
         const bulk = Array.isArray(input);
-        const stamped = (bulk ? input : [input]).map((row) => rules.forCreate(row));
+        const now = new Date();
+        const stamped = (bulk ? input : [input]).map((row) => rules.forCreate(row, now));
         /** The element being inserted: a refusal names it. */
         let at = 0;
         return write(
@@ -420,11 +480,11 @@ function createKindStore(
                 return { response: { status: stored.status, headers: JSON.parse(stored.headers), body: stored.body }, replayed: true };
               }
             }
-            const created = stamped.map((row, i) => {
-              at = i;
-              const { fields, prepared } = insertFor(row);
-              return toRow(prepared.statement.get(prepared.args(valuesOf(fields, row))) as unknown[]);
-            });
+            const created = bulk
+              ? insertMany(stamped, (i) => {
+                  at = i;
+                })
+              : [insertOne(stamped[0] as Row)];
             const response = respond(bulk ? created : (created[0] as Row));
             if (once) keys.save(once, response);
             return { response, replayed: false };
