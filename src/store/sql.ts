@@ -407,7 +407,8 @@ export function rowRules(resource: Resource): RowRules {
     sqlDefaults,
     insertedFor: (row) => (sqlDefaults.size === 0 ? inserted : inserted.filter((f) => !sqlDefaults.has(f.key) || row[f.key] !== undefined)),
     forCreate(row, now) {
-      const full = { ...withDefaults(row), ...row };
+      const full = withDefaults(row);
+      for (const key in row) if (!(key in full)) full[key] = row[key]; // the read-only fields a body may echo
       stamp(full, stampedOnCreate, now);
       return full;
     },
