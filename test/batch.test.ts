@@ -842,3 +842,39 @@ concurrent('batches patching the same two elements in opposite orders all succee
 });
 
 concurrent.run();
+
+// ---------------------------------------------------------------------------------------------------------
+
+const answerSize = suite<{ service: Service }>("batch: the answer's size");
+
+answerSize.before(async (ctx) => {
+  // No time limit here: only the size of the answer may stop this batch.
+  ctx.service = await startService({ env: { BATCH_TIMEOUT_MS: '600000' } });
+  const long = 'x'.repeat(200);
+  const seed = Array.from({ length: 1000 }, (_, i) => ({ name: `${long} ${i}`, email: `size-${i}-${userSample().email}` }));
+  const reply = await ctx.service.request('POST', '/users', { body: seed });
+  assert.is(reply.status, 201, reply.text.slice(0, 300));
+});
+
+answerSize.after(async (ctx) => ctx.service?.close());
+
+answerSize('reads whose answers together pass 16 MiB are refused with 422 and the batch rolled back', async ({ service }) => {
+  const before = await totals(service);
+  const fresh = newUser('Too big');
+  // Each page of 1000 users is ~300 KB: the 56th answer passes 16 MiB.
+  const operations = [
+    { method: 'POST', path: '/users', body: fresh },
+    ...Array.from({ length: 99 }, () => ({ method: 'GET', path: '/users?limit=1000' })),
+  ];
+  const reply = await batch(service, operations);
+  assert.is(reply.status, 422, reply.text.slice(0, 500));
+  assert.match(reply.body.detail, /16777216 bytes/);
+  assert.ok(reply.body.operation > 40 && reply.body.operation < 99, reply.text);
+  assert.equal(await totals(service), before);
+  assert.is(await userWithEmail(service, fresh.email), false);
+  // Fewer reads of the same pages fit.
+  const fits = await batch(service, operations.slice(0, 20));
+  assert.is(fits.status, 200, fits.text.slice(0, 300));
+});
+
+answerSize.run();

@@ -16,6 +16,8 @@ export const BATCH_OPERATIONS = { min: 1, max: 100 } as const;
 export const BATCH_PATH = '/_batch';
 /** The methods an operation may use (HEAD and OPTIONS say nothing a batch needs). */
 export const BATCH_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+/** The most bytes of operation bodies one batch answers with (each read is bounded alone; a hundred of them are not). */
+export const MAX_BATCH_RESULT_BYTES = 16 * 1024 * 1024;
 /** The request headers an operation may carry, by lower-case name. */
 export const BATCH_HEADERS = ['If-Match', 'If-None-Match'] as const;
 /** What a label looks like (it appears inside paths as `{label}`). */
@@ -221,8 +223,10 @@ export function batchEndpoint({ store, config, routes }: BatchOptions): Endpoint
       sendProblem(res as unknown as Response, problem);
       return recorded();
     };
-    const match = routes(req.path) as Match<CompiledEndpoint>;
+    const match = routes(req.path);
     try {
+      // Checked before the batch ran; a path that names no route once its labels are filled in is a 404 as alone.
+      if (!match) throw new ApiError('notFound', `Nothing is served at ${req.path}.`);
       const answer = (match.value.byMethod.get(op.method) ?? match.value.otherwise)(req, res as unknown as Response, match.segment);
       if (answer instanceof Promise) return answer.then(recorded, failed);
       return recorded();
@@ -248,18 +252,18 @@ export function batchEndpoint({ store, config, routes }: BatchOptions): Endpoint
     started: number,
     outcomes: Outcome[] = [],
     created = new Map<string, Created>(),
+    bytes = 0,
   ): MaybePromise<Outcome[]> => {
     const i = outcomes.length;
     if (i === operations.length) return outcomes;
-    if (i > 0 && performance.now() - started > config.batchTimeoutMs) {
-      const problem = toProblem(
-        new ApiError(
-          'unprocessable',
-          `The batch ran longer than BATCH_TIMEOUT_MS (${config.batchTimeoutMs} ms) and was rolled back before operation ${i}; send fewer operations per batch.`,
-        ),
-        BATCH_PATH,
+    const refuse = (detail: string) => {
+      throw new Failure(
+        i,
+        toProblem(new ApiError('unprocessable', `${detail}; it was rolled back. Send fewer operations per batch.`), BATCH_PATH),
       );
-      throw new Failure(i, problem);
+    };
+    if (i > 0 && performance.now() - started > config.batchTimeoutMs) {
+      refuse(`The batch ran longer than BATCH_TIMEOUT_MS (${config.batchTimeoutMs} ms) before operation ${i}`);
     }
     const op = operations[i] as Operation;
     return then(perform(outer, op, tx, created), (outcome) => {
@@ -273,7 +277,9 @@ export function batchEndpoint({ store, config, routes }: BatchOptions): Endpoint
         created.set(op.label, made);
       }
       outcomes.push(outcome);
-      return run(outer, operations, tx, started, outcomes, created);
+      const answered = bytes + Buffer.byteLength(outcome.body);
+      if (answered > MAX_BATCH_RESULT_BYTES) refuse(`The batch's answer grew past ${MAX_BATCH_RESULT_BYTES} bytes at operation ${i}`);
+      return run(outer, operations, tx, started, outcomes, created, answered);
     }) as MaybePromise<Outcome[]>; // a promise of a promise settles as the inner one
   };
 

@@ -534,44 +534,51 @@ export function createPostgresStore(
   const byName = new Map(Object.values(tables).map((t) => [is(t, PgView) ? getViewConfig(t).name : getTableConfig(t).name, t]));
   const calls = new Map(resources.map((r) => [r, createKindStore(pool, db, keys, r, byName.get(r.name) as PgTable, now)]));
   const kinds = new Map([...calls].map(([resource, on]) => [resource, on()]));
+  const runBatch: Store['batch'] = (work, once) =>
+    withConnection(
+      pool,
+      async (client) => {
+        await client.query({ ...keys.lock, values: [BATCH_LOCK] });
+        if (once) {
+          await client.query({ ...keys.lock, values: [once.key] });
+          const [stored] = await rowsOf(client, keys.find, { key: once.key, since: now() - KEY_TTL_MS });
+          if (stored) {
+            const [fingerprint, status, headers, body] = stored as [string, number, string, string];
+            if (fingerprint !== once.fingerprint) throw reusedKey();
+            return { response: { status, headers: JSON.parse(headers), body }, replayed: true };
+          }
+        }
+        const inBatch = new Map<Resource, KindStore>();
+        const response = await work({
+          of: (resource) => {
+            let kind = inBatch.get(resource);
+            if (!kind) {
+              kind = (calls.get(resource) as (client: pg.PoolClient) => KindStore)(client);
+              inBatch.set(resource, kind);
+            }
+            return kind;
+          },
+        });
+        if (once) {
+          const { key, fingerprint } = once;
+          const { status, headers, body } = response;
+          await rowsOf(client, keys.save, { key, fingerprint, status, headers: JSON.stringify(headers), body, createdAt: now() });
+        }
+        return { response, replayed: false };
+      },
+      true,
+    );
+  /** The batches of this instance run one after another: one waiting for the lock holds no pooled connection. */
+  let turn: Promise<unknown> = Promise.resolve();
   return {
     of: (resource) => kinds.get(resource) as KindStore,
     // One transaction on one connection; batches take one advisory lock in turn (across every
     // instance), so two batches never wait on each other's rows: no deadlock, whatever their order.
-    batch: (work, once) =>
-      withConnection(
-        pool,
-        async (client) => {
-          await client.query({ ...keys.lock, values: [BATCH_LOCK] });
-          if (once) {
-            await client.query({ ...keys.lock, values: [once.key] });
-            const [stored] = await rowsOf(client, keys.find, { key: once.key, since: now() - KEY_TTL_MS });
-            if (stored) {
-              const [fingerprint, status, headers, body] = stored as [string, number, string, string];
-              if (fingerprint !== once.fingerprint) throw reusedKey();
-              return { response: { status, headers: JSON.parse(headers), body }, replayed: true };
-            }
-          }
-          const inBatch = new Map<Resource, KindStore>();
-          const response = await work({
-            of: (resource) => {
-              let kind = inBatch.get(resource);
-              if (!kind) {
-                kind = (calls.get(resource) as (client: pg.PoolClient) => KindStore)(client);
-                inBatch.set(resource, kind);
-              }
-              return kind;
-            },
-          });
-          if (once) {
-            const { key, fingerprint } = once;
-            const { status, headers, body } = response;
-            await rowsOf(client, keys.save, { key, fingerprint, status, headers: JSON.stringify(headers), body, createdAt: now() });
-          }
-          return { response, replayed: false };
-        },
-        true,
-      ),
+    batch: (work, once) => {
+      const mine = turn.then(() => runBatch(work, once));
+      turn = mine.catch(() => undefined);
+      return mine;
+    },
     purgeExpiredKeys: async (batch) => {
       const result = await pool.query({
         name: keys.purge.name,
