@@ -170,6 +170,10 @@ function createKindStore(
   const keyed = keyColumns.length > 0;
   const byId = keyed ? selecting(db.select(selection).from(table).where(keyCondition(keyColumns))).statement : undefined;
   const deleteRow = keyed ? prepare(sqlite, db.delete(table).where(keyCondition(keyColumns))).statement : undefined;
+  /** Whether a key names a row: no column is read (a related list asks it of its parent on every request). */
+  const existsById = keyed
+    ? prepare(sqlite, db.select({ one: sql`1` }).from(table).where(keyCondition(keyColumns))).statement.pluck()
+    : undefined;
   /** The values of `fields` as placeholders named by their keys. */
   const placeholders = (fields: Field[]) => Object.fromEntries(fields.map((f) => [f.key, sql.placeholder(f.key)]));
 
@@ -433,7 +437,7 @@ function createKindStore(
         return rowsOf(prepared, values);
       },
       get: find,
-      exists: (id) => atKey(byId as Database.Statement, 'get', id) !== undefined,
+      exists: (id) => atKey(existsById as Database.Statement, 'get', id) !== undefined,
       list(query, scope): Page {
         const after = positionOf(query, (rowid) => {
           const values = rowidStatements().byRowid.get(rowid) as unknown[] | undefined;
