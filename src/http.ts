@@ -7,7 +7,7 @@ import getRawBody from 'raw-body';
 import { etagOf } from './conditional.js';
 import { ApiError, type ProblemResponse } from './errors.js';
 import { bodyBudgetOf, overBudget } from './load.js';
-import { checkJsonDocument, checkJsonText } from './validation.js';
+import { checkJsonDocument, checkJsonText, MAX_JSON_DEPTH } from './validation.js';
 
 /** Stops raw-body (it gives up on a stream error) when the bodies in flight hold the whole budget. */
 const OVER_BUDGET = new Error('the bodies in flight hold the whole budget');
@@ -67,11 +67,18 @@ function mediaTypeOf(req: IncomingMessage): { type: string; charset?: string } |
  * Reads a JSON request body whose media type is one of `accepted`, checked by checkJsonDocument
  * before anything walks it (bounded nesting, well-formed Unicode).
  * `arrayLimit`: the larger bound of a JSON array (a bulk create); any other document stays within `limit`.
+ * `levels`: the nesting allowed (a batch's envelope adds its own levels around each operation's body).
  * @throws 415 for another or no media type, 413 past `limit`, 400 for malformed or too deeply nested
  *   JSON, 422 for lone surrogates
  * @see https://www.rfc-editor.org/rfc/rfc9110#section-15.5.16
  */
-export async function readJson(req: IncomingMessage, limit: number, accepted: readonly string[], arrayLimit = limit): Promise<unknown> {
+export async function readJson(
+  req: IncomingMessage,
+  limit: number,
+  accepted: readonly string[],
+  arrayLimit = limit,
+  levels = MAX_JSON_DEPTH,
+): Promise<unknown> {
   const media = mediaTypeOf(req);
   if (!media || !accepted.includes(media.type) || (media.charset && media.charset.toLowerCase() !== 'utf-8')) {
     throw new ApiError('unsupportedMediaType', `The request body must be ${accepted.join(' or ')} (UTF-8).`, {
@@ -91,7 +98,7 @@ export async function readJson(req: IncomingMessage, limit: number, accepted: re
   if (Number(req.headers['content-length']) > most) throw tooLarge(most);
   const text = await readText(req, most);
   if (text.trim() === '') throw new ApiError('badRequest', 'The request body is empty; a JSON document is required.');
-  checkJsonText(text);
+  checkJsonText(text, levels);
   let document: unknown;
   try {
     document = JSON.parse(text);
@@ -105,7 +112,7 @@ export async function readJson(req: IncomingMessage, limit: number, accepted: re
       `The request body is larger than ${limit} bytes (a JSON array of elements may have ${arrayLimit}).`,
     );
   }
-  checkJsonDocument(document);
+  checkJsonDocument(document, levels);
   return document;
 }
 

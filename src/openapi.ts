@@ -514,7 +514,6 @@ function serviceOperation(path: string, method: Method, summary: string, produce
   };
 }
 
-/** Builds the OpenAPI 3.1 document of every route the registry (and the service) serves. */
 /** `/_batch` (API.md §7): its envelope, its results, and the problem of a failed operation. */
 function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<string, Json> } {
   const json = (schema: Json) => ({ 'application/json': { schema } });
@@ -618,6 +617,7 @@ function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<strin
   return { path, schemas };
 }
 
+/** Builds the OpenAPI 3.1 document of every route the registry (and the service) serves. */
 export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Json {
   const paths: Record<string, Json> = {};
   for (const { path, methods, summary, produces } of options.services ?? []) {

@@ -78,7 +78,8 @@ function reportAt(errors: FieldErrors, place: Place | undefined, what: string): 
 }
 
 /** The 400 for a body nested deeper than MAX_JSON_DEPTH. */
-const tooDeep = () => new ApiError('badRequest', `The request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels.`);
+const tooDeep = (levels = MAX_JSON_DEPTH) =>
+  new ApiError('badRequest', `The request body nests arrays and objects deeper than ${levels} levels.`);
 
 /**
  * The most members a JSON object in a body may have: SQLite's default column limit (2,000), so no
@@ -87,24 +88,24 @@ const tooDeep = () => new ApiError('badRequest', `The request body nests arrays 
 export const MAX_OBJECT_MEMBERS = 2000;
 
 /**
- * Refuses JSON text that nests deeper than MAX_JSON_DEPTH, or holds an object of more than
+ * Refuses JSON text that nests deeper than `levels` (MAX_JSON_DEPTH), or holds an object of more than
  * MAX_OBJECT_MEMBERS members, before it is parsed: one pass over the characters (strings and their
  * escapes skipped), so a megabyte of `[` or of unknown keys costs a millisecond or two instead of
  * JSON.parse building it all. Malformed text is left for JSON.parse to refuse.
  * @throws 400 past either limit
  */
-export function checkJsonText(text: string): void {
+export function checkJsonText(text: string, levels = MAX_JSON_DEPTH): void {
   let depth = 0;
   // Per open container: whether it is an object, and how many commas it holds so far.
-  const objects = new Uint8Array(MAX_JSON_DEPTH + 1);
-  const commas = new Uint32Array(MAX_JSON_DEPTH + 1);
+  const objects = new Uint8Array(levels + 1);
+  const commas = new Uint32Array(levels + 1);
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x22) {
       // A string: skip to its closing quote, stepping over escapes.
       for (i++; i < text.length && text.charCodeAt(i) !== 0x22; i++) if (text.charCodeAt(i) === 0x5c) i++;
     } else if (c === 0x5b || c === 0x7b) {
-      if (++depth > MAX_JSON_DEPTH) throw tooDeep();
+      if (++depth > levels) throw tooDeep(levels);
       objects[depth] = c === 0x7b ? 1 : 0;
       commas[depth] = 0;
     } else if (c === 0x5d || c === 0x7d) {
@@ -123,13 +124,13 @@ export function checkJsonText(text: string): void {
  * different values one, so it is refused rather than silently altered).
  * @throws 400 past the depth limit, 422 naming each field that holds a lone surrogate
  */
-export function checkJsonDocument(document: unknown): void {
+export function checkJsonDocument(document: unknown, levels = MAX_JSON_DEPTH): void {
   const errors = new FieldErrors();
   // A depth-first walk in document order with one frame per open array or object: the listed
   // errors are the first ones, and only containers cost an allocation.
   const frames: { value: object; keys: string[] | undefined; next: number; place: Place | undefined }[] = [];
   const enter = (value: object, place: Place | undefined) => {
-    if (frames.length >= MAX_JSON_DEPTH) throw tooDeep();
+    if (frames.length >= levels) throw tooDeep(levels);
     const keys = Array.isArray(value) ? undefined : Object.keys(value);
     frames.push({ value, keys, next: 0, place });
   };

@@ -878,3 +878,65 @@ answerSize('reads whose answers together pass 16 MiB are refused with 422 and th
 });
 
 answerSize.run();
+
+// ---------------------------------------------------------------------------------------------------------
+
+const asAlone = suite<{ service: Service }>('batch: an operation is held to what it meets alone');
+
+asAlone.before(async (ctx) => {
+  ctx.service = await startService();
+});
+
+asAlone.after(async (ctx) => ctx.service?.close());
+
+asAlone("a refusal quoting the client's words stays that refusal (not a 503)", async ({ service }) => {
+  const path = '/users/Connection%20terminated';
+  assertFailedAt(await batch(service, [{ method: 'GET', path }]), 0, await alone(service, 'GET', path));
+});
+
+asAlone('a related POST under a missing parent is the 404 it is alone, not a refused reference', async ({ service }) => {
+  const before = await totals(service);
+  const body = { name: 'Orphan', species: 'cat' };
+  const expected = await alone(service, 'POST', '/users/999999/pets', { body });
+  assert.is(expected.status, 404);
+  const reply = await batch(service, [
+    { method: 'POST', path: '/users', body: newUser('Kept?') },
+    { method: 'POST', path: '/users/999999/pets', body },
+  ]);
+  assertFailedAt(reply, 1, expected);
+  assert.equal(await totals(service), before);
+});
+
+asAlone('a body member named __proto__ is a member, also after a label was filled in', async ({ service }) => {
+  const body = JSON.parse('{"__proto__": {"species": "dog"}, "name": "Proto", "ownerId": null}');
+  const expected = await alone(service, 'POST', '/pets', { body });
+  assert.is(expected.status, 422, JSON.stringify(expected));
+  const withRef = JSON.parse('{"__proto__": {"species": "dog"}, "name": "Proto", "ownerId": {"$ref": "owner"}}');
+  const reply = await batch(service, [
+    { method: 'POST', path: '/users', body: newUser('Owner'), label: 'owner' },
+    { method: 'POST', path: '/pets', body: withRef },
+  ]);
+  assert.is(reply.status, 422, reply.text);
+  assert.is(reply.body.operation, 1);
+  assert.equal(reply.body.errors, expected.body.errors);
+});
+
+asAlone("an operation's body is held to MAX_BODY_BYTES as alone (413)", async ({ service }) => {
+  const body = { ...newUser('Big'), name: 'x'.repeat(1024 * 1024 + 10) };
+  const expected = await alone(service, 'POST', '/users', { body });
+  assert.is(expected.status, 413);
+  const reply = await batch(service, [{ method: 'POST', path: '/users', body }]);
+  assert.is(reply.status, 413, reply.text.slice(0, 300));
+  assert.is(reply.body.operation, 0);
+});
+
+asAlone('a body nested as deep as a request alone may be is not refused for the envelope around it', async ({ service }) => {
+  let deep: unknown = 'x';
+  for (let i = 0; i < 62; i++) deep = [deep];
+  const body = { ...newUser('Deep'), name: deep };
+  const expected = await alone(service, 'POST', '/users', { body });
+  assert.is(expected.status, 422, JSON.stringify(expected).slice(0, 300));
+  assertFailedAt(await batch(service, [{ method: 'POST', path: '/users', body }]), 0, expected);
+});
+
+asAlone.run();

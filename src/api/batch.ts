@@ -8,7 +8,8 @@ import { fingerprintOf, parseIdempotencyKey } from '../idempotency.js';
 import { type ParsedUrl, parseRequestUrl } from '../query-string.js';
 import type { Id, Method } from '../resources.js';
 import { type MaybePromise, type Store, type Transaction, then } from '../store/store.js';
-import type { CompiledEndpoint, Endpoint, Request, Response } from './compile.js';
+import { MAX_JSON_DEPTH } from '../validation.js';
+import { bulkBodyLimit, type CompiledEndpoint, type Endpoint, type Request, type Response } from './compile.js';
 import type { Match } from './routes.js';
 
 /** How many operations one batch holds. */
@@ -51,13 +52,17 @@ interface Outcome {
   body: string;
 }
 
-/** The first failing operation: it rolls the batch back, and its problem (with its index) is the batch's answer. */
+/**
+ * The first failing operation: it rolls the batch back, and its problem (with its index) is the
+ * batch's answer. Its message is fixed: a store must never read a client's words (a path quoted in
+ * a detail) as a database error.
+ */
 class Failure extends Error {
   constructor(
     readonly index: number,
     readonly problem: ProblemResponse,
   ) {
-    super(problem.body.detail);
+    super('an operation of the batch failed');
   }
 }
 
@@ -89,8 +94,17 @@ class Recorder {
   }
 }
 
-/** Every `{label}` in a path. */
-const placeholders = (path: string) => [...path.matchAll(/\{([^{}]*)\}/g)].map((m) => m[1] as string);
+/** A `{label}` in a path. */
+const PLACEHOLDER = /\{([^{}]*)\}/g;
+/** The longest path an operation may have once its labels are filled in. */
+const MAX_FILLED_PATH = 16 * 1024;
+
+/** An operation's refusal as it answers alone (a problem body and its headers); anything unexpected is the batch's 500, logged. */
+function refusalOf(error: unknown, instance: string): Outcome {
+  const problem = toProblem(error, instance);
+  if (problem.unexpected) throw error;
+  return { status: problem.status, headers: problem.headers, body: JSON.stringify(problem.body) };
+}
 
 /** Calls `visit` on every `{"$ref": …}` object in a body (any other object with a `$ref` member is refused). */
 function walkRefs(value: unknown, at: string, visit: (label: unknown, at: string) => void): void {
@@ -107,13 +121,18 @@ function walkRefs(value: unknown, at: string, visit: (label: unknown, at: string
   }
 }
 
-/** The body with every `{"$ref": label}` replaced by the key of the element that label created. */
+/**
+ * The body with every `{"$ref": label}` replaced by the key of the element that label created.
+ * Members are defined, not assigned, so a member named `__proto__` stays a member, as JSON.parse made it.
+ */
 function resolveRefs(value: unknown, created: Map<string, Created>): unknown {
   if (Array.isArray(value)) return value.map((item) => resolveRefs(item, created));
   if (value === null || typeof value !== 'object') return value;
   if (Object.hasOwn(value, '$ref')) return (created.get((value as { $ref: string }).$ref) as Created).id;
   const out: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(value)) out[key] = resolveRefs(item, created);
+  for (const [key, item] of Object.entries(value)) {
+    Object.defineProperty(out, key, { value: resolveRefs(item, created), enumerable: true, writable: true, configurable: true });
+  }
   return out;
 }
 
@@ -159,25 +178,28 @@ function parseEnvelope(document: unknown, routes: (path: string) => Match<Compil
           const known = BATCH_HEADERS.find((h) => h.toLowerCase() === name.toLowerCase());
           if (!known) fail(`${at}/headers/${name}`, `is not a header an operation may carry (${BATCH_HEADERS.join(', ')})`);
           else if (typeof value !== 'string') fail(`${at}/headers/${name}`, 'must be a string');
+          else if (Object.hasOwn(headers, known.toLowerCase())) fail(`${at}/headers/${name}`, `is ${known} given twice`);
           else headers[known.toLowerCase()] = value;
         }
       }
     }
     const label = op.label;
+    let defines = false;
     if (label !== undefined) {
       if (typeof label !== 'string' || !LABEL.test(label)) fail(`${at}/label`, `must match ${LABEL.source}`);
       else if (labels.has(label)) fail(`${at}/label`, `"${label}" is already the label of operation ${labels.get(label)}`);
       else if (method !== 'POST' || Array.isArray(op.body)) fail(`${at}/label`, 'may only name a POST that creates one element');
+      else defines = true;
     }
     const path = op.path;
     if (typeof path !== 'string' || !path.startsWith('/')) fail(`${at}/path`, 'must be a path starting with /');
     else {
-      for (const name of placeholders(path)) {
-        if (!labels.has(name)) fail(`${at}/path`, `{${name}} names no label of an earlier operation`);
+      for (const [, name] of path.matchAll(PLACEHOLDER)) {
+        if (!labels.has(name as string)) fail(`${at}/path`, `{${name}} names no label of an earlier operation`);
       }
       // With each `{label}` standing for a key, the path must be one of the resources' routes.
       const pathname = path.split('?')[0] as string;
-      const probe = pathname.replace(/\{[^{}]*\}/g, '1');
+      const probe = pathname.replace(PLACEHOLDER, '1');
       if (probe.includes('{') || probe.includes('}')) fail(`${at}/path`, 'has a malformed {label}');
       else if (pathname.replace(/\/$/, '') === BATCH_PATH) fail(`${at}/path`, 'is a batch: batches do not nest');
       else if (!routes(probe)?.value.endpoint.resource) fail(`${at}/path`, 'is not a resource path');
@@ -187,7 +209,7 @@ function parseEnvelope(document: unknown, routes: (path: string) => Match<Compil
       else if (!labels.has(ref)) fail(where, `"$ref": "${ref}" names no label of an earlier operation`);
     });
     // Defined after its own path and body were checked: an operation cannot refer to itself.
-    if (typeof label === 'string' && LABEL.test(label) && !labels.has(label)) labels.set(label, i);
+    if (defines) labels.set(label as string, i);
     return { method, path: path as string, body: op.body, headers, label: label as string | undefined };
   });
   if (errors.length > 0) throw refuse();
@@ -203,11 +225,15 @@ export interface BatchOptions {
 
 /** The `/_batch` endpoint: POST runs a batch; every other method is a 405 as anywhere. */
 export function batchEndpoint({ store, config, routes }: BatchOptions): Endpoint {
-  const limit = Math.max(config.maxBodyBytes, Math.min(config.maxBulkBodyBytes, config.maxBodyBytesInFlight));
+  const limit = bulkBodyLimit(config);
 
   /** Answers one operation through its compiled route, as the request `outer` would be answered alone. */
   const perform = (outer: Request, op: Operation, tx: Transaction, created: Map<string, Created>): MaybePromise<Outcome> => {
-    const target = op.path.replace(/\{([^{}]*)\}/g, (_, label: string) => (created.get(label) as Created).segment);
+    const target = op.path.replace(PLACEHOLDER, (_, label: string) => (created.get(label) as Created).segment);
+    if (target.length > MAX_FILLED_PATH) {
+      const error = new ApiError('badRequest', `The path is longer than ${MAX_FILLED_PATH} characters once its labels are filled in.`);
+      return refusalOf(error, op.path);
+    }
     const headers: Record<string, string> = { ...op.headers, accept: 'application/json', 'content-type': 'application/json' };
     const req = { method: op.method, url: target, headers, id: outer.id } as unknown as Request & { _parsedUrl?: ParsedUrl };
     const url = parseRequestUrl(req);
@@ -217,12 +243,7 @@ export function batchEndpoint({ store, config, routes }: BatchOptions): Endpoint
     req.operation = { body: created.size > 0 ? resolveRefs(op.body, created) : op.body, tx };
     const res = new Recorder();
     const recorded = (): Outcome => ({ status: res.statusCode, headers: res.headers, body: res.body });
-    const failed = (error: unknown): Outcome => {
-      const problem = toProblem(error, req.path);
-      if (problem.unexpected) throw error; // a bug: the batch is a 500, logged with its cause
-      sendProblem(res as unknown as Response, problem);
-      return recorded();
-    };
+    const failed = (error: unknown): Outcome => refusalOf(error, req.path);
     const match = routes(req.path);
     try {
       // Checked before the batch ran; a path that names no route once its labels are filled in is a 404 as alone.
@@ -269,7 +290,9 @@ export function batchEndpoint({ store, config, routes }: BatchOptions): Endpoint
     return then(perform(outer, op, tx, created), (outcome) => {
       if (outcome.status >= 400) {
         const problem = JSON.parse(outcome.body);
-        throw new Failure(i, { status: outcome.status, headers: {}, body: problem, unexpected: false });
+        // Retry-After (a 503, a 429) still holds for the batch; Allow and the like are the operation path's own.
+        const retry = outcome.headers['Retry-After'];
+        throw new Failure(i, { status: outcome.status, headers: retry ? { 'Retry-After': retry } : {}, body: problem, unexpected: false });
       }
       if (op.label !== undefined) {
         const made = createdBy(outcome);
@@ -293,7 +316,8 @@ export function batchEndpoint({ store, config, routes }: BatchOptions): Endpoint
 
   const post = (req: Request, res: Response) => {
     const key = parseIdempotencyKey(req.headers['idempotency-key']);
-    return readJson(req, limit, ['application/json']).then((document) => {
+    // The envelope wraps each operation's body in three levels: the body may nest as deep as alone.
+    return readJson(req, limit, ['application/json'], limit, MAX_JSON_DEPTH + 3).then((document) => {
       const operations = parseEnvelope(document, routes);
       const once = key === undefined ? undefined : { key, fingerprint: fingerprintOf('POST', BATCH_PATH, document) };
       const work = (tx: Transaction) => then(run(req, operations, tx, performance.now()), resultsOf);

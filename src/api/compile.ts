@@ -11,7 +11,7 @@ import { encodeCursor, parseElementQuery, parseListQuery, type RawQuery, type Sh
 import { firstParameter, type QueryParameters, queryErrorOf, withParameter } from '../query-string.js';
 import type { Id, Method, Registry, Resource, Route } from '../resources.js';
 import { type Check, type KindStore, type MaybePromise, notFound, type Scope, type Store, type Transaction, then } from '../store/store.js';
-import { type Row, toCreateRow, toCreateRows, toPatchedRow, toReplacementRow } from '../validation.js';
+import { checkJsonDocument, type Row, toCreateRow, toCreateRows, toPatchedRow, toReplacementRow } from '../validation.js';
 import { expand } from './expand.js';
 
 /**
@@ -69,6 +69,10 @@ export interface CompiledEndpoint {
 
 const JSON_BODY = ['application/json'] as const;
 const MERGE_PATCH_BODY = ['application/merge-patch+json', 'application/json'] as const;
+
+/** The bound of a bulk array or a batch: MAX_BULK_BODY_BYTES, within what the bodies in flight may hold, and never below one element's. */
+export const bulkBodyLimit = (config: Config): number =>
+  Math.max(config.maxBodyBytes, Math.min(config.maxBulkBodyBytes, config.maxBodyBytesInFlight));
 
 /** Refuses a query string that could not be read, and any parameter when the path takes none. */
 function rejectQuery(query: Record<string, unknown>, takesQuery: boolean): void {
@@ -182,11 +186,21 @@ function preconditionsOf(req: Request): Check {
  * hand the rest to the store's transaction.
  */
 export function createResourceEndpoints(registry: Registry, store: Store, config: Config, cursors: CursorCodec): Endpoint[] {
-  /** An array's bound: MAX_BULK_BODY_BYTES, within what the bodies in flight may hold, and never below one element's. */
-  const arrayLimit = Math.max(config.maxBodyBytes, Math.min(config.maxBulkBodyBytes, config.maxBodyBytesInFlight));
-  /** The request's JSON body: read from the connection, or (in a batch) the operation's, parsed with the batch. */
-  const body = (req: Request, accepted: readonly string[], arrays = config.maxBodyBytes): MaybePromise<unknown> =>
-    req.operation ? req.operation.body : readJson(req, config.maxBodyBytes, accepted, arrays);
+  const arrayLimit = bulkBodyLimit(config);
+  /**
+   * The request's JSON body: read from the connection, or (in a batch) the operation's, parsed with
+   * the batch and held to the same bounds as alone: its size (as compact JSON) and its nesting.
+   */
+  const body = (req: Request, accepted: readonly string[], arrays = config.maxBodyBytes): MaybePromise<unknown> => {
+    if (!req.operation) return readJson(req, config.maxBodyBytes, accepted, arrays);
+    const { body: given } = req.operation;
+    const bound = Array.isArray(given) ? arrays : config.maxBodyBytes;
+    if (Buffer.byteLength(JSON.stringify(given)) > bound) {
+      throw new ApiError('payloadTooLarge', `The request body is larger than ${bound} bytes.`);
+    }
+    checkJsonDocument(given);
+    return given;
+  };
   /** The data as the request sees it: the store, or the transaction of the batch it is part of. */
   const dataOf = (req: Request): Transaction => req.operation?.tx ?? store;
   /** A kind's store for this request (`kind`, the store's own, unless the request is an operation of a batch). */

@@ -45,6 +45,14 @@ function sqliteBackend(database: DatabaseHandle, { resources, config, migrations
     if (found && found.cause instanceof Error) writeFailure = found.cause.message;
     return found;
   };
+  let key: Buffer | undefined;
+  const readKey = () => (key ??= readCursorKey(database.db, config.cursorSecret));
+  try {
+    // Read (on a new database: made and committed) now, never first inside a batch that may roll it back.
+    readKey();
+  } catch {
+    // Read again on first use (a 503 until the database can give it).
+  }
   return {
     store: createSqliteStore(database.sqlite, database.db, resources),
     isOpen: () => database.sqlite.open,
@@ -57,7 +65,7 @@ function sqliteBackend(database: DatabaseHandle, { resources, config, migrations
     },
     cursorKey() {
       try {
-        return readCursorKey(database.db, config.cursorSecret);
+        return readKey();
       } catch (error) {
         throw unavailable(error) ?? error;
       }

@@ -38,6 +38,8 @@ const NO_CONNECTION =
 
 /** Whether an error says the database is unreachable or refusing work (not that the request is wrong). */
 export function isUnavailable(error: PgError): boolean {
+  // The service's own errors quote clients' words (an id in a 404): never read as the driver's.
+  if (error instanceof ApiError) return false;
   const code = error.code ?? '';
   if (UNAVAILABLE_CLASSES.includes(code.slice(0, 2)) || UNAVAILABLE_CODES.has(code) || NETWORK_CODES.has(code)) return true;
   return NO_CONNECTION.test(error.message);

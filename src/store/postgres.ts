@@ -9,6 +9,7 @@ import { CURSOR_SECRET_NAME } from '../cursor.js';
 import type { PostgresHandle } from '../db/postgres.js';
 import { SEARCH_COLUMN, tsQuery } from '../db/search.js';
 import { ApiError, atElement } from '../errors.js';
+import type { JsonResponse } from '../http.js';
 import { KEY_TTL_MS, reusedKey } from '../idempotency.js';
 import { LIMIT, type ListQuery } from '../query.js';
 import type { Field, Id, Resource } from '../resources.js';
@@ -40,7 +41,7 @@ import {
   toStatement,
   valuesOf,
 } from './sql.js';
-import { type KindStore, notFound, type Page, refusals, type Store } from './store.js';
+import { type Created, type KindStore, notFound, type Once, type Page, refusals, type Store } from './store.js';
 
 /** A transaction that lost a serialization race or a deadlock is run again this many times in all, then a 503. */
 const MAX_ATTEMPTS = 3;
@@ -108,6 +109,23 @@ function isPlain(query: ListQuery, resource: Resource): boolean {
 async function rowsOf(on: Queryable, statement: Named, values: Record<string, unknown>): Promise<unknown[][]> {
   const result = await on.query({ name: statement.name, text: statement.text, values: statement.args(values), rowMode: 'array' });
   return result.rows as unknown[][];
+}
+
+/**
+ * Runs a write of a batch in a savepoint of the batch's transaction: a write PostgreSQL refuses
+ * (a 409, a 422) leaves the transaction usable, so the refusal can still ask whether its target
+ * exists (a 404 as alone). The batch rolls back as a whole anyway.
+ */
+async function inSavepoint<T>(client: pg.PoolClient, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  await client.query('SAVEPOINT restable_operation');
+  try {
+    const result = await work(client);
+    await client.query('RELEASE SAVEPOINT restable_operation');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK TO SAVEPOINT restable_operation');
+    throw error;
+  }
 }
 
 /**
@@ -192,6 +210,29 @@ function keyStatements(db: NodePgDatabase, internal: Record<string, PgTable>) {
   };
 }
 type Keys = ReturnType<typeof keyStatements>;
+
+/**
+ * The stored answer to `once`'s key to replay, taken under the key's advisory lock (one transaction
+ * at a time per key, across every instance: the second waits, then replays); undefined when there
+ * is none (the write runs); a 422 for the key reused with another request.
+ */
+async function replayOf(client: pg.PoolClient, keys: Keys, once: Once | undefined, now: () => number): Promise<Created | undefined> {
+  if (!once) return undefined;
+  await client.query({ ...keys.lock, values: [once.key] });
+  const [stored] = await rowsOf(client, keys.find, { key: once.key, since: now() - KEY_TTL_MS });
+  if (!stored) return undefined;
+  const [fingerprint, status, headers, body] = stored as [string, number, string, string];
+  if (fingerprint !== once.fingerprint) throw reusedKey();
+  return { response: { status, headers: JSON.parse(headers), body }, replayed: true };
+}
+
+/** Stores the answer under `once`'s key, in the write's transaction. */
+async function remember(client: pg.PoolClient, keys: Keys, once: Once | undefined, response: JsonResponse, now: () => number) {
+  if (!once) return;
+  const { key, fingerprint } = once;
+  const { status, headers, body } = response;
+  await rowsOf(client, keys.save, { key, fingerprint, status, headers: JSON.stringify(headers), body, createdAt: now() });
+}
 
 /**
  * One kind's statements (built once) and its calls: over the pool, or (given a batch's connection)
@@ -283,10 +324,17 @@ function createKindStore(
     return columnOf(field).mapFromDriverValue((result.rows[0] as unknown[])[0]);
   };
 
+  /** `expand`'s statements, built on first use: rows by a list of keys, and children by a list of parents. */
+  let byKeys: Statement | undefined;
+  const byParents = new Map<string, Statement>();
+  const among = (column: PgColumn) => dialect.among(column, sql.placeholder('values'));
   return (inBatch) => {
-    /** A connection of the pool for `work`, in a transaction when asked; inside a batch, the batch's own. */
-    const connected = <T>(work: (client: pg.PoolClient) => Promise<T>, transaction = false): Promise<T> =>
-      inBatch ? work(inBatch) : withConnection(pool, work, transaction);
+    /** A connection of the pool for a read; inside a batch, the batch's own (its reads see its writes). */
+    const connected = <T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> =>
+      inBatch ? work(inBatch) : withConnection(pool, work);
+    /** A connection for a write (in a transaction when asked); inside a batch, a savepoint of the batch's. */
+    const writing = <T>(work: (client: pg.PoolClient) => Promise<T>, transaction: boolean): Promise<T> =>
+      inBatch ? inSavepoint(inBatch, work) : withConnection(pool, work, transaction);
     /**
      * Reads with connection failures as 503s. A value PostgreSQL cannot hold (a NUL character, which
      * SQLite text may contain) is a data exception (22xxx): no row has it, so an id names nothing
@@ -313,7 +361,7 @@ function createKindStore(
     const toApiError = (action: 'write' | 'remove', error: unknown) => writeError(resource, action, error);
     const write = async <T>(action: 'write' | 'remove', work: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
       try {
-        return await connected(work, true);
+        return await writing(work, true);
       } catch (error) {
         throw toApiError(action, error);
       }
@@ -338,7 +386,7 @@ function createKindStore(
       return created;
     };
     /**
-     * A bulk create in multi-row INSERTs (one round trip per up to 128 rows) when the key comes from
+     * A bulk create in multi-row INSERTs (one round trip per up to MAX_ROWS_PER_INSERT rows) when the key comes from
      * the identity, whose order puts the returned rows back in request order. A failed statement
      * aborts the transaction: the bulk goes back to its savepoint and runs again a row at a time,
      * so that the refusal names its element.
@@ -390,10 +438,7 @@ function createKindStore(
       return key;
     };
 
-    /** `expand`'s statements, built on first use: rows by a list of keys, and children by a list of parents. */
-    let byKeys: Statement | undefined;
-    const byParents = new Map<string, Statement>();
-    const among = (column: PgColumn) => dialect.among(column, sql.placeholder('values'));
+    /** Runs one of `expand`'s statements over a list of values. */
     const rowsAmong = (statement: Statement, values: unknown[]) =>
       reading(async (client) => (await rowsOf(client, statement, { values: dialect.amongValue(values) })).map(toRow));
 
@@ -455,7 +500,8 @@ function createKindStore(
           // The page and its count from one snapshot, so that the total agrees with the rows.
           const { shape, params, where } = plan.count;
           const counter = cached(countStatements, shape, () => toStatement(db.select({ n: count() }).from(table).where(where())));
-          // Inside a batch, its transaction is that snapshot already (and must not be committed here).
+          // Inside a batch the page and the count are read in its transaction, which must not be
+          // committed here (READ COMMITTED: a write committed between the two can make them differ).
           if (!inBatch) await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
           try {
             const page = pageOf(await rowsOf(client, rows, plan.params), query.limit, toRow, query.relevance);
@@ -469,29 +515,17 @@ function createKindStore(
         const bulk = Array.isArray(input);
         if (!once && !bulk) {
           try {
-            return { response: respond(await connected((client) => insert(client, input))), replayed: false };
+            return { response: respond(await writing((client) => insert(client, input), false)), replayed: false };
           } catch (error) {
             throw toApiError('write', error);
           }
         }
         return write('write', async (client) => {
-          if (once) {
-            // One transaction at a time per key, across every instance: the second waits, then replays.
-            await client.query({ ...keys.lock, values: [once.key] });
-            const [stored] = await rowsOf(client, keys.find, { key: once.key, since: now() - KEY_TTL_MS });
-            if (stored) {
-              const [fingerprint, status, headers, body] = stored as [string, number, string, string];
-              if (fingerprint !== once.fingerprint) throw reusedKey();
-              return { response: { status, headers: JSON.parse(headers), body }, replayed: true };
-            }
-          }
+          const replay = await replayOf(client, keys, once, now);
+          if (replay) return replay;
           const created = bulk ? await insertMany(client, input) : [await insert(client, input)];
           const response = respond(bulk ? created : (created[0] as Row));
-          if (once) {
-            const { key, fingerprint } = once;
-            const { status, headers, body } = response;
-            await rowsOf(client, keys.save, { key, fingerprint, status, headers: JSON.stringify(headers), body, createdAt: now() });
-          }
+          await remember(client, keys, once, response, now);
           return { response, replayed: false };
         });
       },
@@ -539,15 +573,8 @@ export function createPostgresStore(
       pool,
       async (client) => {
         await client.query({ ...keys.lock, values: [BATCH_LOCK] });
-        if (once) {
-          await client.query({ ...keys.lock, values: [once.key] });
-          const [stored] = await rowsOf(client, keys.find, { key: once.key, since: now() - KEY_TTL_MS });
-          if (stored) {
-            const [fingerprint, status, headers, body] = stored as [string, number, string, string];
-            if (fingerprint !== once.fingerprint) throw reusedKey();
-            return { response: { status, headers: JSON.parse(headers), body }, replayed: true };
-          }
-        }
+        const replay = await replayOf(client, keys, once, now);
+        if (replay) return replay;
         const inBatch = new Map<Resource, KindStore>();
         const response = await work({
           of: (resource) => {
@@ -559,11 +586,7 @@ export function createPostgresStore(
             return kind;
           },
         });
-        if (once) {
-          const { key, fingerprint } = once;
-          const { status, headers, body } = response;
-          await rowsOf(client, keys.save, { key, fingerprint, status, headers: JSON.stringify(headers), body, createdAt: now() });
-        }
+        await remember(client, keys, once, response, now);
         return { response, replayed: false };
       },
       true,

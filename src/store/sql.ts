@@ -464,7 +464,7 @@ export const MAX_ROWS_PER_INSERT = 1024;
 
 /**
  * Cuts a bulk create's rows into multi-row INSERTs: runs of consecutive rows that set the same
- * fields, each in pieces whose sizes are powers of two (so a kind needs at most eight statements
+ * fields, each in pieces whose sizes are powers of two (so a kind needs at most ten multi-row statements
  * per shape), every piece within `maxParameters` bound values.
  */
 export function insertPieces(rows: Row[], insertedFor: (row: Row) => Field[], maxParameters: number): InsertPiece[] {

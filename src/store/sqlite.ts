@@ -38,7 +38,17 @@ import {
   toStatement,
   valuesOf,
 } from './sql.js';
-import { type KindStore, type MaybePromise, notFound, type Page, refusals, type Store, type Transaction } from './store.js';
+import {
+  type Created,
+  type KindStore,
+  type MaybePromise,
+  notFound,
+  type Once,
+  type Page,
+  refusals,
+  type Store,
+  type Transaction,
+} from './store.js';
 
 /** The better-sqlite3 error under any wrapper, if any. */
 function sqliteErrorOf(error: unknown): (Error & { code: string }) | undefined {
@@ -212,7 +222,7 @@ function createKindStore(
     return toRow(prepared.statement.get(prepared.args(valuesOf(fields, row))) as unknown[]);
   };
   /**
-   * A bulk create's rows in multi-row INSERTs (one statement per up to 128 rows: ~4× faster than a
+   * A bulk create's rows in multi-row INSERTs (one statement per up to MAX_ROWS_PER_INSERT rows: ~4× faster than a
    * statement per row) when the database assigns the key from the rowid, whose order puts the
    * returned rows back in request order. A piece that fails is run again row by row (the failed
    * statement left nothing behind), so that the refusal names its element through `locate`.
@@ -477,13 +487,8 @@ function createKindStore(
         return write(
           'write',
           () => {
-            if (once) {
-              const stored = keys.find(once.key);
-              if (stored) {
-                if (stored.fingerprint !== once.fingerprint) throw reusedKey();
-                return { response: { status: stored.status, headers: JSON.parse(stored.headers), body: stored.body }, replayed: true };
-              }
-            }
+            const replay = keys.replay(once);
+            if (replay) return replay;
             const created = bulk
               ? insertMany(stamped, (i) => {
                   at = i;
@@ -528,6 +533,8 @@ type Submit = <T>(work: () => T) => MaybePromise<T>;
 /** The stored answers to Idempotency-Keys, read and written inside a write's savepoint. */
 interface KeyStatements {
   find(key: string): { fingerprint: string; status: number; headers: string; body: string } | undefined;
+  /** The stored answer to `once`'s key to replay; undefined when there is none (the write runs); a 422 for the key reused with another request. */
+  replay(once: Once | undefined): Created | undefined;
   save(once: { key: string; fingerprint: string }, response: { status: number; headers: Record<string, string>; body: string }): void;
   purgeExpired(batch: number): number;
 }
@@ -536,10 +543,17 @@ function createKeyStatements(sqlite: Database.Database, db: Db, now: () => numbe
   let statements: ReturnType<typeof prepareKeyStatements> | undefined;
   /** Prepared on first use: a database without the service's own tables serves every request but these. */
   const prepared = () => (statements ??= prepareKeyStatements(sqlite, db));
+  const find: KeyStatements['find'] = (key) => {
+    const { find } = prepared();
+    return find.statement.get(find.args({ key, since: now() - KEY_TTL_MS })) as ReturnType<KeyStatements['find']>;
+  };
   return {
-    find(key) {
-      const { find } = prepared();
-      return find.statement.get(find.args({ key, since: now() - KEY_TTL_MS })) as ReturnType<KeyStatements['find']>;
+    find,
+    replay(once) {
+      const stored = once && find(once.key);
+      if (!stored) return undefined;
+      if (stored.fingerprint !== (once as Once).fingerprint) throw reusedKey();
+      return { response: { status: stored.status, headers: JSON.parse(stored.headers), body: stored.body }, replayed: true };
     },
     save({ key, fingerprint }, { status, headers, body }) {
       const { save } = prepared();
@@ -608,13 +622,8 @@ export function createSqliteStore(sqlite: Database.Database, db: Db, resources: 
     // One write of the group commit (its own savepoint): a batch that throws leaves the group's other writes alone.
     batch: (work, once) =>
       group.submit(() => {
-        if (once) {
-          const stored = keys.find(once.key);
-          if (stored) {
-            if (stored.fingerprint !== once.fingerprint) throw reusedKey();
-            return { response: { status: stored.status, headers: JSON.parse(stored.headers), body: stored.body }, replayed: true };
-          }
-        }
+        const replay = keys.replay(once);
+        if (replay) return replay;
         const response = work(inBatch);
         if (response instanceof Promise) throw new Error('a batch on SQLite must answer synchronously');
         if (once) keys.save(once, response);
