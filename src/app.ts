@@ -5,6 +5,7 @@ import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
 import polka, { type Polka, type Request as PolkaRequest } from 'polka';
 import { batchEndpoint } from './api/batch.js';
+import { changesEndpoints } from './api/changes.js';
 import { type CompiledEndpoint, compile, createResourceEndpoints, type Endpoint, type Request, type Response } from './api/compile.js';
 import { createRouteTable } from './api/routes.js';
 import type { Config } from './config.js';
@@ -23,6 +24,7 @@ import { parseRequestUrl } from './query-string.js';
 import { createRegistry, READ_METHODS, type Registry } from './resources.js';
 import { createBackend } from './store/backend.js';
 import { type MaybePromise, then } from './store/store.js';
+import { createTickets } from './tickets.js';
 
 export interface AppOptions {
   /** An open SQLite database, or a PostgreSQL pool; migrated either way. */
@@ -46,6 +48,8 @@ export interface App {
   ready: Promise<void>;
   /** Deletes expired idempotency keys in batches; runs on a timer, exposed for tests. */
   purgeExpiredKeys: () => MaybePromise<number>;
+  /** Deletes changes older than CHANGES_RETENTION_HOURS, a batch at a time; runs on a timer, exposed for tests. */
+  purgeChanges: () => Promise<number>;
   /** Starts a graceful stop: /readyz answers 503 and responses close their connections. */
   beginShutdown: () => void;
   /** Stops the app's timers (the database stays open: its owner closes it). */
@@ -55,6 +59,9 @@ export interface App {
 /** How often expired Idempotency-Keys are purged, and how many per batch (a batch is a short write). */
 const PURGE_EVERY_MS = 10 * 60 * 1000;
 const PURGE_BATCH = 500;
+
+/** Changes purged per statement: each purge is a short write that never holds writers up for long. */
+const CHANGES_PURGE_BATCH = 1000;
 
 /** The service version, shown in the OpenAPI document: package.json's, the same from src/ and dist/. */
 const { version: VERSION } = createRequire(import.meta.url)('../package.json') as { version: string };
@@ -96,6 +103,17 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
       'text/html',
     ),
   ];
+  /** Tickets sign with the cursor key: any instance serving the database accepts them. */
+  const feed = changesEndpoints({
+    store,
+    log: store.changes,
+    resources: registry.resources,
+    tickets: createTickets(() => backend.cursorKey()),
+    config,
+    logger,
+    stopping: () => shuttingDown,
+  });
+  services.push(...feed.endpoints);
   const openapi: JsonResponse = {
     status: 200,
     headers: {},
@@ -126,7 +144,7 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
     if (shuttingDown) res.setHeader('Connection', 'close');
     requestLog(req, res);
   };
-  const guard = createGuards(config, (path) => table.match(path)?.value.allow, onRequest);
+  const guard = createGuards(config, (path) => table.match(path)?.value.allow, onRequest, feed.ticketed);
   /** Every request past the guards: the route table finds the endpoint, its compiled closure for the method answers. */
   const serve = (req: PolkaRequest & Request, res: Response) => {
     const match = table.match(req.path);
@@ -185,6 +203,25 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
   };
   const timer = setInterval(purgeAll, PURGE_EVERY_MS).unref();
 
+  const retentionMs = config.changesRetentionHours * 3600 * 1000;
+  const purgeChanges = async () => {
+    let purged = 0;
+    for (;;) {
+      const removed = await store.changes.purge(new Date(Date.now() - retentionMs).toISOString(), CHANGES_PURGE_BATCH);
+      purged += removed;
+      if (removed < CHANGES_PURGE_BATCH) return purged;
+      await new Promise((resolve) => setImmediate(resolve)); // requests go between batches
+    }
+  };
+  /** Every tenth of the retention, within 1 s and 1 min: a change is gone at most that long after it expires. */
+  const changesTimer = setInterval(
+    () => {
+      if (!backend.isOpen()) return;
+      purgeChanges().catch((error: unknown) => logger.warn({ err: error }, 'purging old changes failed; will retry'));
+    },
+    Math.min(60_000, Math.max(1000, retentionMs / 10)),
+  ).unref();
+
   return {
     polka: app,
     registry,
@@ -195,11 +232,15 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
     },
     ready: backend.ready,
     purgeExpiredKeys: () => store.purgeExpiredKeys(PURGE_BATCH),
+    purgeChanges,
     beginShutdown: () => {
       shuttingDown = true;
+      feed.streams.closeAll();
     },
     close: () => {
       clearInterval(timer);
+      clearInterval(changesTimer);
+      feed.streams.closeAll();
       store.flush();
     },
   };

@@ -102,6 +102,34 @@ export const VARIABLES = {
     doc: 'longest time a POST /_batch may run inside its transaction (holding the write lock); one still running then is rolled back and answered 422',
     schema: positiveInt,
   },
+  changesRetentionHours: {
+    env: 'CHANGES_RETENTION_HOURS',
+    default: '24',
+    doc: 'how long the change feed keeps a change, in hours (a decimal such as 0.5 allowed; at most 87600); older ones are purged and a since before them is a 410',
+    schema: z
+      .string()
+      .regex(/^\d{1,6}(\.\d{1,6})?$/)
+      .transform(Number)
+      .pipe(z.number().positive().max(87600)),
+  },
+  changesMaxStreams: {
+    env: 'CHANGES_MAX_STREAMS',
+    default: '1000',
+    doc: 'Server-Sent Events streams of GET /_changes one process holds open at once; past it 503 with Retry-After (streams do not count toward MAX_IN_FLIGHT)',
+    schema: wholeNumber(1, 100000),
+  },
+  changesStreamBufferBytes: {
+    env: 'CHANGES_STREAM_BUFFER_BYTES',
+    default: '1048576',
+    doc: 'bytes a change stream may hold unsent for a slow client; past it the stream is closed (the client resumes with Last-Event-ID)',
+    schema: wholeNumber(4096, 2 ** 31 - 1),
+  },
+  changesHeartbeatMs: {
+    env: 'CHANGES_HEARTBEAT_MS',
+    default: '10000',
+    doc: 'how often an idle change stream gets a comment line that keeps proxies from closing it (100 to 15000)',
+    schema: wholeNumber(100, 15000),
+  },
   logLevel: { env: 'LOG_LEVEL', default: 'info', doc: `one of ${LOG_LEVELS.join(', ')}`, schema: z.enum(LOG_LEVELS) },
   authToken: {
     env: 'AUTH_TOKEN',

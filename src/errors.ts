@@ -11,6 +11,7 @@ export type ErrorCode =
   | 'methodNotAllowed'
   | 'notAcceptable'
   | 'conflict'
+  | 'gone'
   | 'preconditionFailed'
   | 'payloadTooLarge'
   | 'unsupportedMediaType'
@@ -30,6 +31,7 @@ const STATUS: Record<ErrorCode, number> = {
   methodNotAllowed: 405,
   notAcceptable: 406,
   conflict: 409,
+  gone: 410,
   preconditionFailed: 412,
   payloadTooLarge: 413,
   unsupportedMediaType: 415,

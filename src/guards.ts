@@ -178,8 +178,12 @@ function tokenReader(fullToken: string, readToken: string | undefined): (req: In
 const challenge = (error?: string) => ({ 'WWW-Authenticate': `Bearer realm="restable"${error ? `, error="${error}"` : ''}` });
 const CHALLENGES = { none: challenge(), invalid: challenge('invalid_token'), read: challenge('insufficient_scope') };
 
-function authorize(req: GuardedRequest, client: Client): Verdict {
+/** A request that authenticates otherwise than by header (a change-feed ticket); its endpoint checks it. */
+export type Ticketed = (req: GuardedRequest & { query?: unknown }) => boolean;
+
+function authorize(req: GuardedRequest, client: Client, ticketed?: Ticketed): Verdict {
   if (OPEN_PATHS.has(req.path ?? '') || req.path?.startsWith(OPEN_PREFIX)) return undefined;
+  if (client === 'none' && ticketed?.(req)) return undefined;
   if (client === 'full' || (client === 'read' && (READ_METHODS as readonly string[]).includes(req.method ?? ''))) return undefined;
   if (client === 'read') {
     return new ApiError('forbidden', `The read-only token may not ${req.method}; use the full token.`, {
@@ -196,11 +200,14 @@ function authorize(req: GuardedRequest, client: Client): Verdict {
  * Tokens, then the rate limit, then authorization: a client is counted by its token when the token
  * is valid, else by its address, so failed attempts count against the address that makes them.
  */
-function clientStep(config: Pick<Config, 'authToken' | 'authReadToken' | 'rateLimit' | 'rateLimitWindowS'>): Step | undefined {
+function clientStep(
+  config: Pick<Config, 'authToken' | 'authReadToken' | 'rateLimit' | 'rateLimitWindowS'>,
+  ticketed?: Ticketed,
+): Step | undefined {
   const readToken = config.authToken ? tokenReader(config.authToken, config.authReadToken) : undefined;
   const limit = createRateLimiter(config);
   if (!readToken && !limit) return undefined;
-  const check = (req: GuardedRequest, client: Client) => (readToken ? authorize(req, client) : undefined);
+  const check = (req: GuardedRequest, client: Client) => (readToken ? authorize(req, client, ticketed) : undefined);
   return (req, res) => {
     const client = readToken?.(req) ?? 'none';
     if (!limit || PROBE_PATHS.has(req.path ?? '')) return check(req, client); // probes: see exceptProbes
@@ -245,7 +252,7 @@ function runSteps(steps: Step[], i: number, req: GuardedRequest, res: ServerResp
 
 /**
  * The guards of a configuration, in one function; `log` (the request logger) starts right after the
- * request id is set.
+ * request id is set; `ticketed` requests pass authentication to their endpoint.
  */
 export function createGuards(
   config: Pick<
@@ -254,8 +261,9 @@ export function createGuards(
   >,
   allowOf: AllowOf,
   log?: (req: GuardedRequest, res: ServerResponse) => void,
+  ticketed?: Ticketed,
 ): Guard {
-  const client = clientStep(config);
+  const client = clientStep(config, ticketed);
   const steps: (Step | undefined)[] = [
     identify(log),
     protocolError,

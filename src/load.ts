@@ -28,6 +28,13 @@ export interface BodyBudget {
   release: () => void;
 }
 const BUDGET = Symbol('body budget');
+/** The gate's hold on a response: its place among the requests in flight, given back once. */
+const SEAT = Symbol('in-flight seat');
+
+/** Gives back a request's place among the requests in flight before its response ends (an endless event stream). */
+export function leaveInFlight(res: ServerResponse): void {
+  (res as { [SEAT]?: (this: ServerResponse) => void })[SEAT]?.call(res);
+}
 
 /** The body budget of a request the gate admitted (undefined for one it never saw, e.g. in unit tests). */
 export function bodyBudgetOf(req: IncomingMessage): BodyBudget | undefined {
@@ -53,18 +60,19 @@ function overloaded(hasBody: boolean): ApiError {
 export function createInFlightGate(config: Pick<Config, 'maxInFlight' | 'maxBodyBytesInFlight'>) {
   let requests = 0;
   let bytes = 0;
-  /** A request without a body gives back its place when its response closes (one listener for all of them). */
-  const leave = () => {
+  /** A request gives back its place once: when its response closes (one listener for all), or before (leaveInFlight). */
+  function leave(this: ServerResponse & { [SEAT]?: unknown }) {
+    if (this[SEAT] === undefined) return;
+    this[SEAT] = undefined;
     requests--;
-  };
+  }
   return (req: IncomingMessage, res: ServerResponse): ApiError | undefined => {
     const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length']) > 0;
     if (requests >= config.maxInFlight || (hasBody && bytes >= config.maxBodyBytesInFlight)) return overloaded(hasBody);
     requests++;
-    if (!hasBody) {
-      res.on('close', leave);
-      return undefined;
-    }
+    (res as { [SEAT]?: unknown })[SEAT] = leave;
+    res.on('close', leave);
+    if (!hasBody) return undefined;
     let taken = 0;
     const release = () => {
       bytes -= taken;
@@ -77,10 +85,7 @@ export function createInFlightGate(config: Pick<Config, 'maxInFlight' | 'maxBody
       return true;
     };
     (req as { [BUDGET]?: BodyBudget })[BUDGET] = { take, release };
-    res.on('close', () => {
-      requests--;
-      release();
-    });
+    res.on('close', release);
     return undefined;
   };
 }

@@ -70,7 +70,13 @@ async function serve(config: Config, logger: Logger): Promise<void> {
     await close(database);
     throw error;
   }
-  await app.ready;
+  try {
+    await app.ready;
+  } catch (error) {
+    app.close();
+    await close(database);
+    throw new DatabaseOpenError(`cannot set up the database for serving: ${(error as Error).message}`);
+  }
   const server = createHttpServer(app.handler, config, logger);
   try {
     await new Promise<void>((resolve, reject) => {

@@ -11,7 +11,7 @@ import { isSearchDeclaration } from './db/search.js';
 export const SERVER_MANAGED_FIELDS = ['createdAt', 'updatedAt'] as const;
 
 /** Paths the service itself answers; a table may not take one of these names. */
-export const SERVICE_PATHS = ['', 'healthz', 'readyz', 'openapi.json', 'docs', '_batch'] as const;
+export const SERVICE_PATHS = ['', 'healthz', 'readyz', 'openapi.json', 'docs', '_batch', '_changes'] as const;
 
 /** Methods that only read: all the service paths take, and all the read-only token may use. */
 export const READ_METHODS = ['GET', 'HEAD', 'OPTIONS'] as const;

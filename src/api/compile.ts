@@ -54,6 +54,8 @@ export interface Endpoint {
   lists?: boolean;
   /** Whether GET (and HEAD) take the shaping parameters of one element (`fields`); the handler reads them. */
   shapes?: boolean;
+  /** Whether GET (and HEAD) take query parameters of the endpoint's own, which its handler reads and checks. */
+  ownQuery?: boolean;
 }
 
 /** The compiled answer of an endpoint to one request; `segment` is the path's `{id}` segment. */
@@ -111,7 +113,7 @@ export function compile(endpoint: Endpoint): CompiledEndpoint {
   };
   const served = (method: Method): Handler => {
     const handler = endpoint.handlers[method === 'HEAD' ? 'GET' : method] as Handler;
-    const takesQuery = Boolean(endpoint.lists || endpoint.shapes) && (method === 'GET' || method === 'HEAD');
+    const takesQuery = Boolean(endpoint.lists || endpoint.shapes || endpoint.ownQuery) && (method === 'GET' || method === 'HEAD');
     const negotiates = method !== 'DELETE' && endpoint.negotiates !== false;
     return (req, res, id) => {
       if (negotiates && !accepts(req, produces)) {

@@ -23,7 +23,7 @@ export interface Backend {
   notReady(): MaybePromise<string | undefined>;
   /** The key that signs cursors (a 503 while the database cannot give it). */
   cursorKey(): Buffer;
-  /** Settles once what the backend reads at start (the cursor key) is read; a failure is logged and retried on use. */
+  /** Settles once what the backend reads at start (the cursor key) is read, retried on use; rejects when the change feed cannot be set up. */
   ready: Promise<void>;
   /** The 503 an error means (the database unreachable, or unable to write), or undefined. */
   unavailableFrom(error: unknown): ApiError | undefined;
@@ -96,8 +96,9 @@ function postgresBackend(
     readPgCursorKey(handle, config.cursorSecret).then((read) => {
       key = read;
     });
+  const store = createPostgresStore(handle, resources, toPgTables({ ...schema, ...internalSchema }));
   return {
-    store: createPostgresStore(handle, resources, toPgTables({ ...schema, ...internalSchema })),
+    store,
     isOpen: () => !handle.pool.ending,
     async notReady() {
       if (handle.pool.ended) return 'the database pool is closed';
@@ -114,7 +115,9 @@ function postgresBackend(
       void load().catch(() => undefined);
       throw refusals.unavailable('The database cannot be reached right now; try again later.');
     },
-    ready: load().catch(() => undefined),
+    // The cursor key, and the change feed's tables and triggers (made by the first instance to start).
+    // A feed that cannot be set up stops the start: writes would go unrecorded.
+    ready: Promise.all([load().catch(() => undefined), store.changes.bounds()]).then(() => undefined),
     unavailableFrom: pgUnavailableFrom,
   };
 }

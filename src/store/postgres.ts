@@ -14,6 +14,7 @@ import { KEY_TTL_MS, reusedKey } from '../idempotency.js';
 import { LIMIT, type ListQuery } from '../query.js';
 import type { Field, Id, Resource } from '../resources.js';
 import type { Row } from '../validation.js';
+import { pgChangeLog } from './changes.js';
 import { afterRetries, isRetryable, isUnavailable, type PgError, pgUnavailableFrom, writeError } from './pg-errors.js';
 import {
   assignsRowid,
@@ -595,6 +596,7 @@ export function createPostgresStore(
   let turn: Promise<unknown> = Promise.resolve();
   return {
     of: (resource) => kinds.get(resource) as KindStore,
+    changes: pgChangeLog(pool, resources),
     // One transaction on one connection; batches take one advisory lock in turn (across every
     // instance), so two batches never wait on each other's rows: no deadlock, whatever their order.
     batch: (work, once) => {

@@ -10,6 +10,7 @@ import { ApiError, atElement } from '../errors.js';
 import { KEY_TTL_MS, reusedKey } from '../idempotency.js';
 import type { Field, Id, KeyValue, Resource } from '../resources.js';
 import type { Row } from '../validation.js';
+import { sqliteChangeLog } from './changes.js';
 import { createGroupCommit, type GroupCommit } from './group-commit.js';
 import {
   assignsRowid,
@@ -617,6 +618,7 @@ export function createSqliteStore(sqlite: Database.Database, db: Db, resources: 
   const inBatch: Transaction = { of: (resource) => (kinds.get(resource) as { direct: KindStore }).direct };
   return {
     of: (resource) => (kinds.get(resource) as { kind: KindStore }).kind,
+    changes: sqliteChangeLog(sqlite, resources),
     purgeExpiredKeys: (batch) => keys.purgeExpired(batch),
     flush: group.flush,
     // One write of the group commit (its own savepoint): a batch that throws leaves the group's other writes alone.

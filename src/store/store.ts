@@ -5,6 +5,7 @@ import type { JsonResponse } from '../http.js';
 import type { ListQuery } from '../query.js';
 import type { Id, Resource } from '../resources.js';
 import type { Row } from '../validation.js';
+import type { ChangeLog } from './changes.js';
 
 export type MaybePromise<T> = T | Promise<T>;
 
@@ -77,6 +78,8 @@ export interface Transaction {
 
 export interface Store {
   of(resource: Resource): KindStore;
+  /** The change feed's log: every committed write, recorded by the database in the write's transaction. */
+  changes: ChangeLog;
   /** Deletes up to `batch` expired Idempotency-Keys; returns how many. */
   purgeExpiredKeys(batch: number): MaybePromise<number>;
   /** Commits every write queued now (before a shutdown closes the database). */

@@ -1,0 +1,175 @@
+// The open Server-Sent Events streams of GET /_changes in this process: one reader of the change log
+// for all of them, each change serialized once, heartbeats, bounded buffers and a clean shutdown.
+import type { ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import type { ChangeEntry, ChangeLog } from '../store/changes.js';
+
+/** A change as clients see it (API.md §8). */
+export interface Change {
+  seq: number;
+  kind: string;
+  id: unknown;
+  op: string;
+  at: string;
+  element?: unknown;
+}
+
+export interface StreamOptions {
+  heartbeatMs: number;
+  maxStreams: number;
+  /** Bytes a stream may hold unsent before it is closed. */
+  bufferBytes: number;
+  /** How often the log is read for changes committed by any process or instance. */
+  pollMs: number;
+}
+
+interface Stream {
+  res: ServerResponse;
+  /** Only changes of these kinds, when set. */
+  kinds?: ReadonlySet<string>;
+  /** The seq after which the stream continues (the last one it was sent, or skipped by its filter). */
+  position: number;
+}
+
+export interface ChangeStreams {
+  /** Whether another stream may open now. */
+  full(): boolean;
+  /** Starts an event stream on `res` (its headers not yet sent) with the changes after `position`. */
+  open(res: ServerResponse, position: number, kinds: readonly string[] | undefined): void;
+  /** Ends every stream (a graceful shutdown): clients reconnect, with Last-Event-ID, elsewhere or later. */
+  closeAll(): void;
+  /** How many streams are open. */
+  size(): number;
+}
+
+/** Changes read from the log at a time (per stream when one catches up). */
+const PAGE = 500;
+
+/** One Server-Sent Event per change: `id` its seq (what Last-Event-ID resumes from), `event` its op, `data` the change. */
+const eventOf = (change: Change) => `id: ${change.seq}\nevent: ${change.op}\ndata: ${JSON.stringify(change)}\n\n`;
+
+/**
+ * The streams of one process. A single loop (never two at once) reads the changes after `head`
+ * every pollMs, or at once when `poke`d, serializes each once and writes it to every stream that
+ * wants it. A stream that starts behind `head` (it resumes) first catches up from the log in pages,
+ * as fast as its client reads them. A stream whose client does not read (more than bufferBytes
+ * unsent) is closed: its client resumes from the last event it got, and the server holds nothing.
+ */
+export function createChangeStreams(
+  log: ChangeLog,
+  present: (entries: ChangeEntry[]) => Promise<Change[]>,
+  options: StreamOptions,
+  logger: Logger,
+): ChangeStreams & { poke: () => void } {
+  const streams = new Set<Stream>();
+  /** The last seq the loop has read (undefined while no stream is open). */
+  let head: number | undefined;
+  let running = false;
+  let again = false;
+  let poller: NodeJS.Timeout | undefined;
+  let heartbeat: NodeJS.Timeout | undefined;
+
+  const drop = (stream: Stream) => {
+    streams.delete(stream);
+    if (streams.size > 0) return;
+    clearInterval(poller);
+    clearInterval(heartbeat);
+    poller = heartbeat = undefined;
+    head = undefined;
+  };
+  /** Writes to a stream, or closes it when its client has left more than the bound unread. */
+  const write = (stream: Stream, text: string) => {
+    if (stream.res.destroyed) return drop(stream);
+    if (stream.res.writableLength > options.bufferBytes) {
+      logger.warn({ unsent: stream.res.writableLength }, 'a change stream fell behind its bound; closing it (the client resumes)');
+      stream.res.destroy();
+      return drop(stream);
+    }
+    stream.res.write(text);
+  };
+  const wants = (stream: Stream, change: { seq: number; kind: string }) =>
+    change.seq > stream.position && (!stream.kinds || stream.kinds.has(change.kind));
+
+  /** Sends a stream that is behind `upto` the changes it missed, a page at a time while its client keeps up. */
+  const catchUp = async (stream: Stream, upto: number) => {
+    while (stream.position < upto && streams.has(stream) && stream.res.writableLength <= options.bufferBytes / 2) {
+      const entries = (await log.after(stream.position, PAGE, stream.kinds && [...stream.kinds])).filter((e) => e.seq <= upto);
+      if (entries.length === 0) {
+        stream.position = upto;
+        break;
+      }
+      const text = (await present(entries)).map(eventOf).join('');
+      stream.position = (entries.at(-1) as ChangeEntry).seq;
+      write(stream, text);
+    }
+  };
+
+  const step = async () => {
+    if (head === undefined) return;
+    const from = head;
+    for (const stream of streams) if (stream.position < from) await catchUp(stream, from);
+    const entries = await log.after(from, PAGE);
+    if (entries.length === 0) return;
+    const changes = await present(entries);
+    const events = changes.map((change) => ({ seq: change.seq, kind: change.kind, text: eventOf(change) }));
+    const last = (entries.at(-1) as ChangeEntry).seq;
+    for (const stream of streams) {
+      if (stream.position < from) continue; // still catching up: it reads these from the log later
+      let text = '';
+      for (const event of events) if (wants(stream, event)) text += event.text;
+      stream.position = Math.max(stream.position, last);
+      if (text) write(stream, text);
+    }
+    head = last;
+    if (entries.length === PAGE) again = true;
+  };
+  const loop = async () => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    try {
+      do {
+        again = false;
+        await step();
+      } while (again && streams.size > 0);
+    } catch (error) {
+      logger.warn({ err: error }, 'reading the change feed for its streams failed; trying again');
+    } finally {
+      running = false;
+    }
+  };
+
+  return {
+    full: () => streams.size >= options.maxStreams,
+    size: () => streams.size,
+    poke: () => {
+      if (streams.size > 0) void loop();
+    },
+    open(res, position, kinds) {
+      const stream: Stream = { res, position, ...(kinds && { kinds: new Set(kinds) }) };
+      res.writeHead(200, {
+        'Content-Type': 'text/event-stream; charset=utf-8',
+        'Cache-Control': 'no-store',
+        'X-Accel-Buffering': 'no', // nginx: pass events on as they come
+      });
+      // The headers now, and how soon to reconnect: a client waits for neither the first change nor a heartbeat.
+      res.write(`retry: 1000\n: changes after ${position}\n\n`);
+      streams.add(stream);
+      res.on('close', () => drop(stream));
+      head ??= position;
+      poller ??= setInterval(loop, options.pollMs).unref();
+      heartbeat ??= setInterval(() => {
+        for (const open of streams) write(open, ':\n\n');
+      }, options.heartbeatMs).unref();
+      void loop();
+    },
+    closeAll() {
+      for (const stream of streams) {
+        stream.res.end();
+        drop(stream);
+      }
+    },
+  };
+}

@@ -1,0 +1,213 @@
+// GET /_changes (API.md §8): a page of the change log as JSON, or an endless Server-Sent Events
+// stream of it; and GET /_changes/ticket, which lets a browser's EventSource authenticate.
+import Negotiator from 'negotiator';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import { ApiError } from '../errors.js';
+import { sendJson } from '../http.js';
+import { leaveInFlight } from '../load.js';
+import type { QueryParameters } from '../query-string.js';
+import { READ_METHODS, type Resource } from '../resources.js';
+import type { ChangeEntry, ChangeLog } from '../store/changes.js';
+import type { Store } from '../store/store.js';
+import type { Tickets } from '../tickets.js';
+import { type Change, type ChangeStreams, createChangeStreams } from './change-stream.js';
+import type { Endpoint, Request, Response } from './compile.js';
+
+export const CHANGES_PATH = '/_changes';
+export const TICKET_PATH = '/_changes/ticket';
+const DEFAULT_LIMIT = 100;
+const MAX_LIMIT = 1000;
+/** How often each process reads the log for its open streams (a change reaches them within this, plus the read). */
+export const POLL_MS = 100;
+const PARAMETERS = ['since', 'limit', 'kinds', 'ticket'];
+const EVENT_STREAM = 'text/event-stream';
+
+interface ChangesQuery {
+  since?: number;
+  limit: number;
+  kinds?: string[];
+  ticket?: string;
+}
+
+const invalid = (path: string, message: string) =>
+  new ApiError('badRequest', `Query parameter "${path}" ${message}.`, { errors: [{ path, message }] });
+
+/** A seq as a client sends it (`since`, Last-Event-ID): plain decimal digits. */
+function seqOf(text: string, path: string): number {
+  if (!/^\d{1,15}$/.test(text)) throw invalid(path, 'must be a change seq (a whole number, 0 or more)');
+  return Number(text);
+}
+
+/** The query of GET /_changes; anything else it carries is a 400. */
+function parseQuery(query: QueryParameters, kinds: ReadonlyMap<string, Resource>): ChangesQuery {
+  const values: Record<string, string> = {};
+  for (const name in query) {
+    const value = query[name];
+    if (!PARAMETERS.includes(name)) throw invalid(name, 'is not a query parameter of /_changes (since, limit, kinds, ticket)');
+    if (typeof value !== 'string') throw invalid(name, 'is given more than once');
+    values[name] = value;
+  }
+  const parsed: ChangesQuery = { limit: DEFAULT_LIMIT };
+  if (values.since !== undefined) parsed.since = seqOf(values.since, 'since');
+  if (values.limit !== undefined) {
+    if (!/^\d{1,4}$/.test(values.limit) || Number(values.limit) < 1 || Number(values.limit) > MAX_LIMIT)
+      throw invalid('limit', `must be a whole number from 1 to ${MAX_LIMIT}`);
+    parsed.limit = Number(values.limit);
+  }
+  if (values.kinds !== undefined) {
+    const names = values.kinds.split(',');
+    const unknown = names.find((name) => !kinds.has(name));
+    if (unknown !== undefined) throw invalid('kinds', `names ${JSON.stringify(unknown)}, which is not a kind whose changes are recorded`);
+    parsed.kinds = [...new Set(names)];
+  }
+  if (values.ticket !== undefined) parsed.ticket = values.ticket;
+  return parsed;
+}
+
+/** Whether the client asks for the event stream (else JSON; neither: 406). */
+function wantsStream(req: Request): boolean {
+  const accept = req.headers.accept;
+  if (accept === undefined) return false;
+  const type = new Negotiator(req).mediaType(['application/json', EVENT_STREAM]);
+  if (type === undefined)
+    throw new ApiError('notAcceptable', `/_changes answers application/json or ${EVENT_STREAM}; Accept rules out both.`);
+  return type === EVENT_STREAM;
+}
+
+const gone = (since: number, floor: number) =>
+  new ApiError(
+    'gone',
+    `Changes after ${since} are no longer kept (the oldest kept follows ${floor}); read the data afresh, then follow the feed from its end.`,
+  );
+
+export interface ChangesOptions {
+  store: Store;
+  log: ChangeLog;
+  resources: Resource[];
+  tickets: Tickets;
+  config: Config;
+  logger: Logger;
+  /** Whether the process is stopping (new streams are refused). */
+  stopping: () => boolean;
+}
+
+/** The endpoints of the feed and its streams (closeAll at shutdown; poke after a local commit). */
+export function changesEndpoints({ store, log, resources, tickets, config, logger, stopping }: ChangesOptions): {
+  endpoints: (Endpoint & { summary: string; produces: string })[];
+  streams: ChangeStreams & { poke: () => void };
+  /** Whether a request authenticates with a ticket, which the feed itself checks (the guards let it through). */
+  ticketed: (req: { method?: string; path?: string; query?: unknown }) => boolean;
+} {
+  const kinds = new Map(resources.filter((r) => !r.readOnlyKind && r.key.length > 0).map((r) => [r.name, r]));
+  /** The changes as clients see them: each with its element's current representation, read once per kind for the whole page. */
+  const present = async (entries: ChangeEntry[]): Promise<Change[]> => {
+    const current = new Map<string, Map<string, unknown>>();
+    for (const [name, resource] of kinds) {
+      const wanted = entries.filter((e) => e.kind === name);
+      if (wanted.length === 0) continue;
+      const kind = store.of(resource);
+      // The stored key is the representation's (a BLOB as base64): read back through the path form, as a request's id is.
+      const ids = wanted.map((e) => resource.parseId(e.key.map((v) => encodeURIComponent(String(v))).join(',')));
+      const plain = resource.key.length === 1 && resource.key[0]?.column.getSQLType().toLowerCase() !== 'blob';
+      const rows = plain
+        ? await kind.withKeys([...new Set(ids.filter((id) => id !== undefined))])
+        : (await Promise.all(ids.map((id) => (id === undefined ? undefined : kind.get(id))))).filter((row) => row !== undefined);
+      current.set(name, new Map(rows.map((row) => [JSON.stringify(resource.keyValues(resource.idOf(row))), row])));
+    }
+    return entries.map(({ seq, kind, key, op, at }) => {
+      const element = current.get(kind)?.get(JSON.stringify(key));
+      const change: Change = { seq, kind, id: key.length === 1 ? key[0] : key, op, at };
+      if (element !== undefined) change.element = element;
+      return change;
+    });
+  };
+  const streams = createChangeStreams(
+    log,
+    present,
+    {
+      heartbeatMs: config.changesHeartbeatMs,
+      maxStreams: config.changesMaxStreams,
+      bufferBytes: config.changesStreamBufferBytes,
+      pollMs: POLL_MS,
+    },
+    logger,
+  );
+
+  const page = async (res: Response, query: ChangesQuery) => {
+    const since = query.since ?? (await log.bounds()).floor;
+    const entries = await log.after(since, query.limit + 1, query.kinds);
+    // Read after the page: when the oldest kept change still follows `since`, the page missed nothing.
+    const { floor } = await log.bounds();
+    if (since < floor) throw gone(since, floor);
+    const shown = entries.slice(0, query.limit);
+    const headers: Record<string, string> = {};
+    const last = shown.at(-1);
+    if (entries.length > query.limit && last) {
+      const kindsPart = query.kinds ? `&kinds=${query.kinds.map(encodeURIComponent).join(',')}` : '';
+      headers.Link = `<${CHANGES_PATH}?since=${last.seq}&limit=${query.limit}${kindsPart}>; rel="next"`;
+    }
+    sendJson(res, 200, await present(shown), headers);
+  };
+
+  const stream = async (req: Request, res: Response, query: ChangesQuery) => {
+    if (stopping())
+      throw new ApiError('unavailable', 'The service is shutting down; reconnect shortly.', { headers: { 'Retry-After': '1' } });
+    if (streams.full()) {
+      throw new ApiError('unavailable', `This process already serves ${config.changesMaxStreams} change streams; try again shortly.`, {
+        headers: { 'Retry-After': '5' },
+      });
+    }
+    const resumeFrom = req.headers['last-event-id'];
+    const { floor, newest } = await log.bounds();
+    const position =
+      typeof resumeFrom === 'string' && resumeFrom.trim() !== '' ? seqOf(resumeFrom.trim(), 'Last-Event-ID') : (query.since ?? newest);
+    if (position < floor) throw gone(position, floor);
+    if (req.method === 'HEAD') {
+      res.writeHead(200, { 'Content-Type': `${EVENT_STREAM}; charset=utf-8`, 'Cache-Control': 'no-store' });
+      res.end();
+      return;
+    }
+    leaveInFlight(res); // bounded by CHANGES_MAX_STREAMS instead: a stream never ends on its own
+    streams.open(res, position, query.kinds);
+  };
+
+  const feed = (req: Request, res: Response) => {
+    const query = parseQuery(req.query, kinds);
+    if (query.ticket !== undefined && !tickets.valid(query.ticket)) {
+      throw new ApiError('unauthorized', 'The ticket is not valid or has expired; get a new one from GET /_changes/ticket.', {
+        headers: { 'WWW-Authenticate': 'Bearer realm="restable", error="invalid_token"' },
+      });
+    }
+    return wantsStream(req) ? stream(req, res, query) : page(res, query);
+  };
+
+  return {
+    streams,
+    ticketed: (req) =>
+      (req.method === 'GET' || req.method === 'HEAD') &&
+      (req.path === CHANGES_PATH || req.path === `${CHANGES_PATH}/`) &&
+      typeof (req.query as QueryParameters | undefined)?.ticket === 'string',
+    endpoints: [
+      {
+        path: CHANGES_PATH,
+        methods: READ_METHODS,
+        handlers: { GET: feed },
+        // The handler negotiates: JSON or an event stream.
+        negotiates: false,
+        ownQuery: true,
+        produces: 'application/json',
+        summary: 'The change feed: every committed create, update and delete, in commit order (JSON pages or Server-Sent Events)',
+      },
+      {
+        path: TICKET_PATH,
+        methods: READ_METHODS,
+        handlers: {
+          GET: (_req, res) => sendJson(res, 200, tickets.issue(), { 'Cache-Control': 'no-store' }),
+        },
+        produces: 'application/json',
+        summary: 'A ticket that opens GET /_changes?ticket=… for 60 seconds without an Authorization header (for EventSource)',
+      },
+    ],
+  };
+}

@@ -1,0 +1,283 @@
+// The change log behind /_changes (API.md §8), for each engine: the table and the triggers that
+// record every write in the write's own transaction, and the reads, sequencing and purges of the feed.
+import type Database from 'better-sqlite3';
+import type pg from 'pg';
+import type { Field, KeyValue, Resource } from '../resources.js';
+import type { MaybePromise } from './store.js';
+
+export type ChangeOp = 'create' | 'update' | 'delete';
+
+/** One recorded change: `key` holds the element's key values in key order. */
+export interface ChangeEntry {
+  seq: number;
+  kind: string;
+  key: KeyValue[];
+  op: ChangeOp;
+  /** When the write was made (ISO 8601, UTC). */
+  at: string;
+}
+
+/** What the feed asks of a database. */
+export interface ChangeLog {
+  /**
+   * Up to `limit` changes after `since`, in seq order, of `kinds` only when given. On PostgreSQL,
+   * what has committed is sequenced first, so a change committed before the call is in the answer.
+   */
+  after(since: number, limit: number, kinds?: readonly string[]): MaybePromise<ChangeEntry[]>;
+  /**
+   * `floor`: the seq just before the oldest change kept (a `since` below it has lost changes; seqs
+   * have no gaps and purges remove the oldest), `newest`: the last seq (0 and 0 before any change).
+   */
+  bounds(): MaybePromise<{ floor: number; newest: number }>;
+  /** Deletes up to `batch` of the oldest changes made before `before` (ISO 8601), never the newest; how many. */
+  purge(before: string, batch: number): MaybePromise<number>;
+}
+
+const TABLE = 'restable_changes';
+/** PostgreSQL: where triggers record changes before the sequencer numbers them in commit order. */
+const PENDING = 'restable_changes_pending';
+/** Every trigger and trigger function of the feed starts with this. */
+const PREFIX = 'restable_changes_';
+/** PostgreSQL: held while the feed's objects are made and while changes are sequenced (one instance at a time). */
+const FEED_LOCK = 'restable: change feed';
+
+const ident = (name: string) => `"${name.replaceAll('"', '""')}"`;
+const literal = (text: string) => `'${text.replaceAll("'", "''")}'`;
+
+/** The kinds whose writes are recorded: tables with a primary key (views and keyless tables take no writes). */
+const recorded = (resources: Resource[]) => resources.filter((r) => !r.readOnlyKind && r.key.length > 0);
+
+/** A BLOB key travels as its base64 text (as in paths and representations); JSON holds no bytes. */
+const isBlob = (field: Field) => field.column.getSQLType().toLowerCase() === 'blob';
+
+const OPS: { op: ChangeOp; event: 'INSERT' | 'UPDATE' | 'DELETE'; row: 'new' | 'old' }[] = [
+  { op: 'create', event: 'INSERT', row: 'new' },
+  { op: 'update', event: 'UPDATE', row: 'new' },
+  { op: 'delete', event: 'DELETE', row: 'old' },
+];
+
+/** Keeps `prefix` of `rows` (oldest first) that were made before `before`, stopping at the first younger one and before `newest`. */
+function purgeable(rows: { seq: number; at: string }[], before: string, newest: number): number | undefined {
+  let last: number | undefined;
+  for (const { seq, at } of rows) {
+    if (at >= before || seq >= newest) break;
+    last = seq;
+  }
+  return last;
+}
+
+const toEntry = (row: { seq: number | string; kind: string; key: string | KeyValue[]; op: ChangeOp; at: string | Date }): ChangeEntry => ({
+  seq: Number(row.seq),
+  kind: row.kind,
+  key: typeof row.key === 'string' ? (JSON.parse(row.key) as KeyValue[]) : row.key,
+  op: row.op,
+  at: row.at instanceof Date ? row.at.toISOString() : row.at,
+});
+
+/**
+ * SQLite: each write's trigger inserts its change with the next rowid, inside the write's
+ * transaction. One writer at a time holds the database, so rowids are handed out in commit order,
+ * across every connection and process, and a rolled-back write leaves no number behind.
+ */
+export function sqliteChangeLog(sqlite: Database.Database, resources: Resource[]): ChangeLog {
+  installSqlite(sqlite, resources);
+  const page = new Map<number, Database.Statement>();
+  const pageOf = (kinds: number) => {
+    let statement = page.get(kinds);
+    if (!statement) {
+      const among = kinds ? ` AND kind IN (${Array(kinds).fill('?').join(', ')})` : '';
+      statement = sqlite.prepare(`SELECT seq, kind, key, op, at FROM ${TABLE} WHERE seq > ?${among} ORDER BY seq LIMIT ?`);
+      page.set(kinds, statement);
+    }
+    return statement;
+  };
+  const bounds = sqlite.prepare(`SELECT coalesce(min(seq) - 1, 0) AS floor, coalesce(max(seq), 0) AS newest FROM ${TABLE}`);
+  const head = sqlite.prepare(`SELECT seq, at FROM ${TABLE} ORDER BY seq LIMIT ?`);
+  const remove = sqlite.prepare(`DELETE FROM ${TABLE} WHERE seq <= ?`);
+  const purge = sqlite.transaction((before: string, batch: number) => {
+    const { newest } = bounds.get() as { newest: number };
+    const last = purgeable(head.all(batch) as { seq: number; at: string }[], before, newest);
+    return last === undefined ? 0 : remove.run(last).changes;
+  });
+  return {
+    after: (since, limit, kinds = []) => (pageOf(kinds.length).all(since, ...kinds, limit) as Parameters<typeof toEntry>[0][]).map(toEntry),
+    bounds: () => bounds.get() as { floor: number; newest: number },
+    purge: (before, batch) => purge.immediate(before, batch),
+  };
+}
+
+/** The SQLite triggers of one kind, by name: after each insert, update and delete, a change row. */
+function sqliteTriggers(resource: Resource): Map<string, string> {
+  const triggers = new Map<string, string>();
+  const table = ident(resource.name);
+  for (const { op, event, row } of OPS) {
+    const name = `${PREFIX}${resource.name}_${op}`;
+    // SQLite has no base64: a BLOB key is recorded as hex and turned into base64 when read (see keysOf).
+    const key = `json_array(${resource.key.map((f) => (isBlob(f) ? `hex(${row}.${ident(f.column.name)})` : `${row}.${ident(f.column.name)}`)).join(', ')})`;
+    const values = `${literal(resource.name)}, ${key}, '${op}', strftime('%Y-%m-%dT%H:%M:%fZ')`;
+    triggers.set(
+      name,
+      `CREATE TRIGGER ${ident(name)} AFTER ${event} ON ${table} BEGIN INSERT INTO ${TABLE} (kind, key, op, at) VALUES (${values}); END`,
+    );
+  }
+  return triggers;
+}
+
+/**
+ * Makes the change table and the triggers of every recorded kind whose table exists, dropping
+ * those of kinds no longer served; a trigger already as wanted is left alone, so processes starting
+ * together on one file change nothing twice. Changes are numbered by rowid (no AUTOINCREMENT): the
+ * newest change is never purged, so a number is never handed out twice.
+ */
+function installSqlite(sqlite: Database.Database, resources: Resource[]): void {
+  sqlite
+    .transaction(() => {
+      sqlite.exec(
+        `CREATE TABLE IF NOT EXISTS ${TABLE} (seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, op TEXT NOT NULL, at TEXT NOT NULL)`,
+      );
+      const tables = new Set(
+        (sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((t) => t.name),
+      );
+      const wanted = new Map(
+        recorded(resources)
+          .filter((r) => tables.has(r.name))
+          .flatMap((r) => [...sqliteTriggers(r)]),
+      );
+      const existing = sqlite
+        .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND substr(name, 1, ?) = ?")
+        .all(PREFIX.length, PREFIX) as { name: string; sql: string }[];
+      for (const { name, sql } of existing) if (wanted.get(name) !== sql) sqlite.exec(`DROP TRIGGER ${ident(name)}`);
+      const have = new Map(existing.map((t) => [t.name, t.sql]));
+      for (const [name, sql] of wanted) if (have.get(name) !== sql) sqlite.exec(sql);
+    })
+    .immediate();
+}
+
+/**
+ * PostgreSQL: statement triggers copy each write's rows (transition tables) into a pending table,
+ * in the write's transaction, numbered in the order they were written. Numbers handed out there
+ * would commit out of order, so readers never see them: the sequencer (one instance at a time, under
+ * an advisory lock) moves what has committed into the change table, numbered after the last seq in
+ * pending order. A write that commits late is numbered late; none is ever skipped.
+ */
+export function pgChangeLog(pool: pg.Pool, resources: Resource[]): ChangeLog {
+  // Made at start; every call waits for it, and tries again after a failure (the database was unreachable).
+  let installed = installPg(pool, resources);
+  installed.catch(() => undefined);
+  const install = () => installed.catch(() => (installed = installPg(pool, resources)));
+  const lock = `SELECT pg_advisory_xact_lock(hashtextextended(${literal(FEED_LOCK)}, 0))`;
+  const sequence = async () => {
+    await install();
+    const { rows } = await pool.query(`SELECT EXISTS (SELECT 1 FROM ${PENDING}) AS pending`);
+    if (!rows[0].pending) return;
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(lock);
+      await client.query(
+        `WITH moved AS (DELETE FROM ${PENDING} RETURNING local, kind, key, op, at),
+              last AS (SELECT coalesce(max(seq), 0) AS seq FROM ${TABLE})
+         INSERT INTO ${TABLE} (seq, kind, key, op, at)
+         SELECT last.seq + row_number() OVER (ORDER BY moved.local), moved.kind, moved.key, moved.op, moved.at FROM moved, last`,
+      );
+      await client.query('COMMIT');
+      client.release();
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      client.release(true);
+      throw error;
+    }
+  };
+  const boundsOf = async () => {
+    await install();
+    const { rows } = await pool.query(`SELECT coalesce(min(seq) - 1, 0) AS floor, coalesce(max(seq), 0) AS newest FROM ${TABLE}`);
+    return { floor: Number(rows[0].floor), newest: Number(rows[0].newest) };
+  };
+  return {
+    async after(since, limit, kinds) {
+      await sequence();
+      const among = kinds?.length ? ' AND kind = ANY($3)' : '';
+      const { rows } = await pool.query(`SELECT seq, kind, key, op, at FROM ${TABLE} WHERE seq > $1${among} ORDER BY seq LIMIT $2`, [
+        since,
+        limit,
+        ...(kinds?.length ? [kinds] : []),
+      ]);
+      return rows.map(toEntry);
+    },
+    bounds: boundsOf,
+    async purge(before, batch) {
+      const { newest } = await boundsOf();
+      const { rows } = await pool.query(`SELECT seq, at FROM ${TABLE} ORDER BY seq LIMIT $1`, [batch]);
+      const last = purgeable(
+        rows.map((r) => ({ seq: Number(r.seq), at: (r.at as Date).toISOString() })),
+        before,
+        newest,
+      );
+      if (last === undefined) return 0;
+      return (await pool.query(`DELETE FROM ${TABLE} WHERE seq <= $1`, [last])).rowCount ?? 0;
+    },
+  };
+}
+
+/** The trigger function of one kind: the changed rows of a statement, as changes of `TG_OP`, into the pending table. */
+function pgFunction(resource: Resource): string {
+  const column = (f: Field, row: string) => `${row}.${ident(f.column.name)}`;
+  // A BLOB (bytea) key as its base64 text, without the line breaks encode() puts every 76 characters.
+  const value = (f: Field, row: string) => (isBlob(f) ? `translate(encode(${column(f, row)}, 'base64'), E'\\n', '')` : column(f, row));
+  const key = (row: string) => `jsonb_build_array(${resource.key.map((f) => value(f, row)).join(', ')})`;
+  const insert = (op: ChangeOp, rows: string) =>
+    `INSERT INTO ${PENDING} (kind, key, op) SELECT ${literal(resource.name)}, ${key('r')}, '${op}' FROM ${rows} r;`;
+  return `CREATE OR REPLACE FUNCTION ${ident(`${PREFIX}${resource.name}`)}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'INSERT' THEN ${insert('create', 'restable_new')}
+  ELSIF TG_OP = 'UPDATE' THEN ${insert('update', 'restable_new')}
+  ELSE ${insert('delete', 'restable_old')}
+  END IF;
+  RETURN NULL;
+END $$`;
+}
+
+/** Makes the feed's tables, each kind's trigger function and its three statement triggers; drops those of kinds gone. */
+async function installPg(pool: pg.Pool, resources: Resource[]): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query(`SELECT pg_advisory_xact_lock(hashtextextended(${literal(FEED_LOCK)}, 0))`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${TABLE} (seq bigint PRIMARY KEY, kind text NOT NULL, key jsonb NOT NULL, op text NOT NULL, at timestamptz NOT NULL)`,
+    );
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${PENDING} (local bigserial PRIMARY KEY, kind text NOT NULL, key jsonb NOT NULL, op text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`,
+    );
+    const { rows: tables } = await client.query(
+      "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'",
+    );
+    const present = new Set(tables.map((t) => t.name as string));
+    const kinds = recorded(resources).filter((r) => present.has(r.name));
+    const { rows: existing } = await client.query(
+      `SELECT t.tgname AS name, c.relname AS "table" FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+       WHERE NOT t.tgisinternal AND starts_with(t.tgname, $1) AND c.relnamespace = current_schema()::regnamespace`,
+      [PREFIX],
+    );
+    const wanted = new Set(kinds.flatMap((r) => OPS.map(({ op }) => `${PREFIX}${r.name}_${op}`)));
+    for (const { name, table } of existing) if (!wanted.has(name)) await client.query(`DROP TRIGGER ${ident(name)} ON ${ident(table)}`);
+    const have = new Set(existing.map((t) => t.name as string));
+    for (const resource of kinds) {
+      await client.query(pgFunction(resource));
+      for (const { op, event } of OPS) {
+        const name = `${PREFIX}${resource.name}_${op}`;
+        if (have.has(name)) continue;
+        const transition = event === 'DELETE' ? 'OLD TABLE AS restable_old' : 'NEW TABLE AS restable_new';
+        await client.query(
+          `CREATE TRIGGER ${ident(name)} AFTER ${event} ON ${ident(resource.name)} REFERENCING ${transition} FOR EACH STATEMENT EXECUTE FUNCTION ${ident(`${PREFIX}${resource.name}`)}()`,
+        );
+      }
+    }
+    await client.query('COMMIT');
+    client.release();
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    client.release(true);
+    throw error;
+  }
+}
