@@ -38,6 +38,8 @@ const TABLE = 'restable_changes';
 const PENDING = 'restable_changes_pending';
 /** Every trigger and trigger function of the feed starts with this. */
 const PREFIX = 'restable_changes_';
+/** PostgreSQL: a change's time as ISO 8601 text in UTC, milliseconds included (as SQLite records it). */
+const PG_AT = `to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at`;
 /** PostgreSQL: held while the feed's objects are made and while changes are sequenced (one instance at a time). */
 const FEED_LOCK = 'restable: change feed';
 
@@ -66,12 +68,12 @@ function purgeable(rows: { seq: number; at: string }[], before: string, newest: 
   return last;
 }
 
-const toEntry = (row: { seq: number | string; kind: string; key: string | KeyValue[]; op: ChangeOp; at: string | Date }): ChangeEntry => ({
+const toEntry = (row: { seq: number | string; kind: string; key: string | KeyValue[]; op: ChangeOp; at: string }): ChangeEntry => ({
   seq: Number(row.seq),
   kind: row.kind,
   key: typeof row.key === 'string' ? (JSON.parse(row.key) as KeyValue[]) : row.key,
   op: row.op,
-  at: row.at instanceof Date ? row.at.toISOString() : row.at,
+  at: row.at,
 });
 
 /**
@@ -197,7 +199,7 @@ export function pgChangeLog(pool: pg.Pool, resources: Resource[]): ChangeLog {
     async after(since, limit, kinds) {
       await sequence();
       const among = kinds?.length ? ' AND kind = ANY($3)' : '';
-      const { rows } = await pool.query(`SELECT seq, kind, key, op, at FROM ${TABLE} WHERE seq > $1${among} ORDER BY seq LIMIT $2`, [
+      const { rows } = await pool.query(`SELECT seq, kind, key, op, ${PG_AT} FROM ${TABLE} WHERE seq > $1${among} ORDER BY seq LIMIT $2`, [
         since,
         limit,
         ...(kinds?.length ? [kinds] : []),
@@ -207,9 +209,9 @@ export function pgChangeLog(pool: pg.Pool, resources: Resource[]): ChangeLog {
     bounds: boundsOf,
     async purge(before, batch) {
       const { newest } = await boundsOf();
-      const { rows } = await pool.query(`SELECT seq, at FROM ${TABLE} ORDER BY seq LIMIT $1`, [batch]);
+      const { rows } = await pool.query(`SELECT seq, ${PG_AT} FROM ${TABLE} ORDER BY seq LIMIT $1`, [batch]);
       const last = purgeable(
-        rows.map((r) => ({ seq: Number(r.seq), at: (r.at as Date).toISOString() })),
+        rows.map((r) => ({ seq: Number(r.seq), at: r.at as string })),
         before,
         newest,
       );
