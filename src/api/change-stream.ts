@@ -50,7 +50,7 @@ const eventOf = (change: Change) => `id: ${change.seq}\nevent: ${change.op}\ndat
 
 /**
  * The streams of one process. A single loop (never two at once) reads the changes after `head`
- * every pollMs, or at once when `poke`d, serializes each once and writes it to every stream that
+ * every pollMs (and when a stream opens), serializes each once and writes it to every stream that
  * wants it. A stream that starts behind `head` (it resumes) first catches up from the log in pages,
  * as fast as its client reads them. A stream whose client does not read (more than bufferBytes
  * unsent) is closed: its client resumes from the last event it got, and the server holds nothing.
@@ -60,7 +60,7 @@ export function createChangeStreams(
   present: (entries: ChangeEntry[]) => Promise<Change[]>,
   options: StreamOptions,
   logger: Logger,
-): ChangeStreams & { poke: () => void } {
+): ChangeStreams {
   const streams = new Set<Stream>();
   /** The last seq the loop has read (undefined while no stream is open). */
   let head: number | undefined;
@@ -144,9 +144,6 @@ export function createChangeStreams(
   return {
     full: () => streams.size >= options.maxStreams,
     size: () => streams.size,
-    poke: () => {
-      if (streams.size > 0) void loop();
-    },
     open(res, position, kinds) {
       const stream: Stream = { res, position, ...(kinds && { kinds: new Set(kinds) }) };
       res.writeHead(200, {

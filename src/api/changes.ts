@@ -92,10 +92,10 @@ export interface ChangesOptions {
   stopping: () => boolean;
 }
 
-/** The endpoints of the feed and its streams (closeAll at shutdown; poke after a local commit). */
+/** The endpoints of the feed, and its streams (closed at shutdown). */
 export function changesEndpoints({ store, log, resources, tickets, config, logger, stopping }: ChangesOptions): {
   endpoints: (Endpoint & { summary: string; produces: string })[];
-  streams: ChangeStreams & { poke: () => void };
+  streams: ChangeStreams;
   /** Whether a request authenticates with a ticket, which the feed itself checks (the guards let it through). */
   ticketed: (req: { method?: string; path?: string; query?: unknown }) => boolean;
 } {
