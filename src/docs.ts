@@ -3,6 +3,7 @@
 import { createRequire } from 'node:module';
 import sirv from 'sirv';
 import type { Endpoint } from './api/compile.js';
+import { CHANGES_PAGE, changesPageEndpoints } from './docs/changes-page.js';
 import { ApiError } from './errors.js';
 import { sendText } from './http.js';
 import { READ_METHODS } from './resources.js';
@@ -25,8 +26,10 @@ export const DOCS_HTML = `<!doctype html>
 <title>restable API reference</title>
 <link rel="icon" type="image/png" href="${DOCS_ASSETS}/favicon-32x32.png">
 <link rel="stylesheet" href="${DOCS_ASSETS}/swagger-ui.css">
+<style>.restable-links { font-family: sans-serif; max-width: 1460px; margin: 0 auto; padding: 12px 20px 0; text-align: right; }</style>
 </head>
 <body>
+<nav class="restable-links"><a href="${CHANGES_PAGE}">Live change feed</a></nav>
 <div id="swagger-ui"></div>
 <script src="${DOCS_ASSETS}/swagger-ui-bundle.js"></script>
 <script src="/docs/init.js"></script>
@@ -51,8 +54,9 @@ function createDocsAssets() {
 const STATIC_TYPES: Record<string, string> = { css: 'text/css', js: 'text/javascript', png: 'image/png' };
 
 /**
- * The documentation's static files: /docs/init.js and the Swagger UI files the page loads, read-only
- * (GET and HEAD serve them, OPTIONS lists that, the rest is a 405), routed like any endpoint.
+ * The documentation's static files: /docs/init.js, the Swagger UI files the page loads and the live
+ * change feed page (src/docs/changes-page.ts), read-only (GET and HEAD serve them, OPTIONS lists
+ * that, the rest is a 405), routed like any endpoint.
  */
 export function docsEndpoints(): Endpoint[] {
   const assets = createDocsAssets();
@@ -64,6 +68,7 @@ export function docsEndpoints(): Endpoint[] {
   };
   return [
     init,
+    ...changesPageEndpoints(),
     ...assets.files.map(
       (file): Endpoint => ({
         path: `${assets.base}${file}`,

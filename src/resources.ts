@@ -23,7 +23,15 @@ export const PROBE_PATHS = withTrailingSlash(['/healthz', '/readyz']);
  * Paths open without a token: the probes and the documentation (a browser cannot attach a bearer
  * token to a page load; it holds no data). Files under OPEN_PREFIX are the documentation's too.
  */
-export const OPEN_PATHS = withTrailingSlash(['/healthz', '/readyz', '/openapi.json', '/docs', '/docs/init.js']);
+export const OPEN_PATHS = withTrailingSlash([
+  '/healthz',
+  '/readyz',
+  '/openapi.json',
+  '/docs',
+  '/docs/init.js',
+  '/docs/changes',
+  '/docs/changes.js',
+]);
 export const OPEN_PREFIX = '/docs/assets/';
 
 /** One value of a key (an integer or a text). */
