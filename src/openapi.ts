@@ -5,9 +5,11 @@ import { SQLiteNumeric, type SQLiteTable } from 'drizzle-orm/sqlite-core';
 import { createSelectSchema } from 'drizzle-zod';
 import { z } from 'zod';
 import { BATCH_HEADERS, BATCH_METHODS, BATCH_OPERATIONS, BATCH_PATH, LABEL } from './api/batch.js';
+import { CHANGES_PATH, TICKET_PATH } from './api/changes.js';
 import { MAX_CHILDREN } from './api/expand.js';
 import { customKindOf } from './db/columns.js';
 import { LIMIT, OPERATORS, type Operator, QUERY_LIMITS, RELEVANCE } from './query.js';
+import { TICKET_TTL_MS } from './tickets.js';
 import { BULK_ELEMENTS } from './validation.js';
 
 const optional = <T>(value: T | undefined): T[] => (value === undefined ? [] : [value]);
@@ -299,6 +301,10 @@ const ERRORS = {
   MethodNotAllowed: [405, 'The path does not define the method used; Allow lists the ones it does', { Allow: ref('headers', 'Allow') }],
   NotAcceptable: [406, 'Accept rules out application/json'],
   Conflict: [409, 'A unique value is taken, or other elements still reference this one'],
+  Gone: [
+    410,
+    'since (or Last-Event-ID) is older than the changes kept (CHANGES_RETENTION_HOURS): read the data afresh, then follow the feed from its end',
+  ],
   PreconditionFailed: [
     412,
     'If-Match does not match the current ETag, or (on a write) If-None-Match matches it',
@@ -315,6 +321,11 @@ const ERRORS = {
       RateLimit: { description: 'IETF RateLimit fields: remaining requests and seconds to the reset', schema: { type: 'string' } },
       'RateLimit-Policy': { schema: { type: 'string' } },
     },
+  ],
+  Unavailable: [
+    503,
+    'Not ready, shutting down, or (an event stream) this process already holds CHANGES_MAX_STREAMS streams; Retry-After says when to try again',
+    { 'Retry-After': { schema: { type: 'integer' } } },
   ],
   Error: [
     'default',
@@ -617,12 +628,237 @@ function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<strin
   return { path, schemas };
 }
 
+/** The kinds whose writes the change feed records (API.md §8): tables with a primary key. */
+const recordedKinds = (registry: Registry) => registry.resources.filter((r) => !r.readOnlyKind && r.key.length > 0);
+
+/**
+ * A key value as a change's `id` carries it: the value the database stores, so a number or a string
+ * where the field's representation is one; other types (dates, booleans, bytes, decimals) are not promised.
+ */
+function keyValueSchema(field: Field): Json {
+  if (customSchemaOf(field) || !['number', 'string'].includes(field.column.dataType)) return {};
+  return fieldSchema(field);
+}
+
+/** A change's `id`: the key's value, or for a composite key the array of its values in key order. */
+function changeIdSchema(resource: Resource): Json {
+  const [only] = resource.key;
+  if (resource.key.length === 1 && only) return keyValueSchema(only);
+  const n = resource.key.length;
+  return { type: 'array', prefixItems: resource.key.map(keyValueSchema), minItems: n, maxItems: n };
+}
+
+/** With authentication on, GET /_changes also opens with a ticket in the query instead of the bearer token. */
+const TICKET_SCHEME = {
+  type: 'apiKey',
+  in: 'query',
+  name: 'ticket',
+  description: `a ticket from GET /_changes/ticket, valid ${TICKET_TTL_MS / 1000} s: for an EventSource, which cannot send Authorization`,
+};
+
+/** The largest seq a client may send (`since`, Last-Event-ID): 15 decimal digits. */
+const MAX_SEQ = 999_999_999_999_999;
+
+/** The Server-Sent Events of GET /_changes, as a client reads them. */
+const EVENT_STREAM_FORMAT =
+  'Server-Sent Events (https://html.spec.whatwg.org/multipage/server-sent-events.html), endless: first `retry: 1000` and a comment, ' +
+  'then one event per change in seq order: `id:` its seq (what Last-Event-ID resumes after), `event:` its op (create, update or delete), ' +
+  '`data:` the change as JSON on one line (a feed.change, as the JSON page holds it). A comment line (starting with `:`) comes at least ' +
+  'every 15 s (CHANGES_HEARTBEAT_MS) and keeps idle connections open; a change reaches the stream within a second of its commit. ' +
+  'A client that reads too slowly is disconnected and resumes with Last-Event-ID.';
+
+/** What a stream sends first, then a delete of one `resource` element, then a heartbeat. */
+function eventStreamExample(resource: Resource): string {
+  const value = (field: Field) => (keyValueSchema(field).type === 'string' ? 'a1' : 7);
+  const id = resource.key.length === 1 ? value(resource.key[0] as Field) : resource.key.map(value);
+  const change = { seq: 42, kind: resource.name, id, op: 'delete', at: '2025-01-01T00:00:00.000Z' };
+  return `retry: 1000\n: changes after 41\n\nid: 42\nevent: delete\ndata: ${JSON.stringify(change)}\n\n:\n\n`;
+}
+
+/**
+ * `/_changes` and `/_changes/ticket` (API.md §8): the feed as JSON pages or an endless event stream,
+ * and the ticket that opens it for an EventSource (which cannot send Authorization). Operations
+ * by path and lower-case method; toOpenApi takes those of the methods the app serves there.
+ */
+function changesPaths(
+  registry: Registry,
+  options: OpenApiOptions,
+): { paths: Record<string, Record<string, Json>>; schemas: Record<string, Json> } {
+  const kinds = recordedKinds(registry);
+  const names = kinds.map((r) => r.name);
+  const json = (schema: Json) => ({ 'application/json': { schema } });
+  // Both paths need the token when authentication is on (the read-only one will do); the feed's GET takes a ticket instead.
+  const unauthorized = options.auth ? { 401: ref('responses', 'Unauthorized') } : {};
+  const rateLimited = options.rateLimit ? { 429: ref('responses', 'TooManyRequests') } : {};
+  const schemas: Record<string, Json> = {
+    'feed.change': {
+      type: 'object',
+      description: 'One committed create, update or delete (API.md §8)',
+      required: ['seq', 'kind', 'id', 'op', 'at'],
+      additionalProperties: false,
+      properties: {
+        seq: { type: 'integer', minimum: 1, description: 'increases in commit order across every process and instance; the event id' },
+        kind: { type: 'string', ...(names.length > 0 ? { enum: names } : {}), description: 'the resource kind (table name)' },
+        id: { description: "the element's key: its value, or for a composite key the array of its values in key order" },
+        op: { type: 'string', enum: ['create', 'update', 'delete'] },
+        at: { type: 'string', format: 'date-time', description: 'when the write was made' },
+        element: {
+          ...(names.length > 0 ? {} : { type: 'object' }),
+          description: "the element's current representation (not as of the change); absent when it no longer exists",
+        },
+      },
+      // Each kind's id and element: exactly one branch names the change's kind.
+      ...(kinds.length > 0
+        ? {
+            oneOf: kinds.map((resource) => ({
+              properties: { kind: { const: resource.name }, id: changeIdSchema(resource), element: ref('schemas', resource.name) },
+            })),
+          }
+        : {}),
+    },
+    'feed.ticket': {
+      type: 'object',
+      required: ['ticket', 'expiresAt'],
+      additionalProperties: false,
+      properties: {
+        ticket: { type: 'string', description: 'pass it as GET /_changes?ticket=…; any instance serving the database accepts it' },
+        expiresAt: {
+          type: 'string',
+          format: 'date-time',
+          description: `when it stops opening streams (${TICKET_TTL_MS / 1000} s after it was issued)`,
+        },
+      },
+    },
+  };
+  const parameters: Json[] = [
+    {
+      name: 'since',
+      in: 'query',
+      description:
+        'answer the changes after this seq. Default: as JSON, the oldest kept; as an event stream, the current end (only changes committed from now). ' +
+        'Older than the changes kept: 410.',
+      schema: { type: 'integer', minimum: 0, maximum: MAX_SEQ },
+    },
+    {
+      name: 'limit',
+      in: 'query',
+      description: 'changes per JSON page (the event stream ignores it)',
+      schema: { type: 'integer', minimum: LIMIT.min, maximum: LIMIT.max, default: LIMIT.default },
+    },
+    ...(names.length > 0
+      ? [
+          {
+            name: 'kinds',
+            in: 'query',
+            description: 'comma-separated kinds: only their changes (a kind whose changes are not recorded is a 400)',
+            style: 'form',
+            explode: false,
+            schema: { type: 'array', minItems: 1, items: { type: 'string', enum: names } },
+          },
+        ]
+      : []),
+    {
+      name: 'ticket',
+      in: 'query',
+      description:
+        'a ticket from GET /_changes/ticket: authenticates the request without an Authorization header (EventSource cannot send one); not valid or expired: 401',
+      schema: { type: 'string' },
+    },
+    {
+      name: 'Last-Event-ID',
+      in: 'header',
+      description:
+        'event stream only: resume after this seq (a reconnecting EventSource sends the id of the last event it got); wins over since',
+      schema: { type: 'string', pattern: '^[0-9]{1,15}$' },
+    },
+  ];
+  const ok = {
+    description: 'A page of changes after since, in seq order (JSON), or the endless stream of them (Accept: text/event-stream)',
+    headers: {
+      Link: { description: 'RFC 8288 link to the next page (rel="next") while more changes follow (JSON)', schema: { type: 'string' } },
+      'Cache-Control': { description: 'no-store (event stream)', schema: { type: 'string' } },
+    },
+    content: {
+      ...json({ type: 'array', items: ref('schemas', 'feed.change') }),
+      'text/event-stream': {
+        schema: { type: 'string', description: EVENT_STREAM_FORMAT },
+        ...(kinds[0] ? { example: eventStreamExample(kinds[0]) } : {}),
+      },
+    },
+  };
+  const feed = (method: 'GET' | 'HEAD') => ({
+    tags: ['service'],
+    operationId: method === 'GET' ? 'changes' : 'changes_head',
+    summary: 'The change feed: every committed create, update and delete, in commit order (JSON pages or Server-Sent Events)',
+    ...(options.auth ? { security: [{ bearer: [] }, { ticket: [] }] } : {}),
+    parameters,
+    responses: {
+      200: ok,
+      400: ref('responses', 'BadRequest'),
+      401: problem(
+        options.auth
+          ? 'No valid bearer token and no ticket, or a ticket that is not valid or has expired'
+          : 'A ticket that is not valid or has expired (without one, no token is needed)',
+        { 'WWW-Authenticate': { schema: { type: 'string' } } },
+      ),
+      405: ref('responses', 'MethodNotAllowed'),
+      406: problem('Accept rules out both application/json and text/event-stream'),
+      410: ref('responses', 'Gone'),
+      ...rateLimited,
+      503: ref('responses', 'Unavailable'),
+      default: ref('responses', 'Error'),
+    },
+  });
+  const ticket = (method: 'GET' | 'HEAD') => ({
+    tags: ['service'],
+    operationId: method === 'GET' ? 'changes_ticket' : 'changes_ticket_head',
+    summary: `A ticket that opens GET /_changes?ticket=… for ${TICKET_TTL_MS / 1000} s without an Authorization header (for EventSource)`,
+    responses: {
+      200: {
+        description: 'A new ticket; never cached',
+        headers: { 'Cache-Control': { schema: { type: 'string', const: 'no-store' } } },
+        content: json(ref('schemas', 'feed.ticket')),
+      },
+      400: ref('responses', 'BadRequest'),
+      405: ref('responses', 'MethodNotAllowed'),
+      406: ref('responses', 'NotAcceptable'),
+      ...unauthorized,
+      ...rateLimited,
+      default: ref('responses', 'Error'),
+    },
+  });
+  const optionsOf = (id: string) => ({
+    tags: ['service'],
+    operationId: `${id}_options`,
+    summary: 'The methods this path supports',
+    responses: {
+      204: noBody('Allow lists the methods', { Allow: ref('headers', 'Allow') }),
+      ...unauthorized,
+      ...rateLimited,
+      405: ref('responses', 'MethodNotAllowed'),
+      default: ref('responses', 'Error'),
+    },
+  });
+  return {
+    paths: {
+      [CHANGES_PATH]: { get: feed('GET'), head: feed('HEAD'), options: optionsOf('changes') },
+      [TICKET_PATH]: { get: ticket('GET'), head: ticket('HEAD'), options: optionsOf('changes_ticket') },
+    },
+    schemas,
+  };
+}
+
 /** Builds the OpenAPI 3.1 document of every route the registry (and the service) serves. */
 export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Json {
   const paths: Record<string, Json> = {};
+  // The change feed's paths have operations of their own; every other service path is a plain GET.
+  const feed = changesPaths(registry, options);
   for (const { path, methods, summary, produces } of options.services ?? []) {
-    paths[path] = Object.fromEntries(methods.map((m) => [m.toLowerCase(), serviceOperation(path, m, summary, produces, options)]));
+    paths[path] = Object.fromEntries(
+      methods.map((m) => [m.toLowerCase(), feed.paths[path]?.[m.toLowerCase()] ?? serviceOperation(path, m, summary, produces, options)]),
+    );
   }
+  const withFeed = CHANGES_PATH in paths || TICKET_PATH in paths;
   const batch = batchPath(options);
   paths[BATCH_PATH] = batch.path;
   for (const route of registry.routes) {
@@ -630,6 +866,7 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
   }
   const schemas: Record<string, Json> = {
     ...batch.schemas,
+    ...(withFeed ? feed.schemas : {}),
     Problem: {
       type: 'object',
       description: 'RFC 9457 problem details',
@@ -706,7 +943,14 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
         'X-Total-Count': { description: 'rows matching the filters and q (count=true)', schema: { type: 'integer' } },
         Allow: { description: 'the methods this path supports', schema: { type: 'string' } },
       },
-      ...(options.auth ? { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } } : {}),
+      ...(options.auth
+        ? {
+            securitySchemes: {
+              bearer: { type: 'http', scheme: 'bearer' },
+              ...(withFeed ? { ticket: TICKET_SCHEME } : {}),
+            },
+          }
+        : {}),
     },
     ...(options.auth ? { security: [{ bearer: [] }] } : {}),
     tags: [...registry.resources.map((r) => ({ name: r.name })), { name: 'service' }],

@@ -1,15 +1,61 @@
 // The OpenAPI document: valid per a standard OpenAPI 3.1 validator, the same (path, method) set as
 // the router serves, and per resource kind the schemas, parameters, headers and statuses.
 import { compileErrors, validate } from '@readme/openapi-parser';
-import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+import { integer, primaryKey, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+import { type Document, OpenAPIBackend } from 'openapi-backend';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { CHANGES_PATH, TICKET_PATH } from '../src/api/changes.js';
 import { toOpenApi } from '../src/openapi.js';
-import { createRegistry } from '../src/resources.js';
+import { createRegistry, READ_METHODS } from '../src/resources.js';
 import { FIXTURES, userSample } from './fixtures.js';
 import { type Service, startService } from './helpers.js';
 
 type Doc = { paths: Record<string, Record<string, any>>; components: Record<string, any>; [key: string]: any };
+
+/** A response validator over the document (openapi-backend's Ajv): the errors of a body for an operation and status. */
+async function responseValidator(doc: Doc): Promise<(body: unknown, operationId: string, status: number) => string[]> {
+  const dateTime = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i;
+  const api = new OpenAPIBackend({
+    definition: structuredClone(doc) as Document,
+    quick: true,
+    customizeAjv: (ajv) => ajv.addFormat('date-time', (value: string) => dateTime.test(value) && !Number.isNaN(Date.parse(value))),
+  });
+  await api.init();
+  return (body, operationId, status) =>
+    (api.validator.validateResponse(body, operationId, status).errors ?? []).map((e) => `${e.instancePath} ${e.message}`);
+}
+
+/** The first event of the event stream at `url` (read until it comes, at most 5 s), then the stream is closed. */
+async function firstEvent(
+  url: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; type: string; fields: Record<string, string> }> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), 5000);
+  try {
+    const response = await fetch(url, { headers: { accept: 'text/event-stream', ...headers }, signal: controller.signal });
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    for (;;) {
+      const block = text.split('\n\n').find((b) => /^data:/m.test(b));
+      if (block) {
+        const fields = Object.fromEntries(
+          block.split('\n').map((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 2)]),
+        );
+        return { status: response.status, type: response.headers.get('content-type') ?? '', fields };
+      }
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`the stream ended before an event: ${text}`);
+      text += decoder.decode(value, { stream: true });
+    }
+  } finally {
+    clearTimeout(timer);
+    controller.abort();
+  }
+}
+
 const test = suite<{ service: Service; doc: Doc }>('OpenAPI document');
 
 test.before(async (ctx) => {
@@ -244,6 +290,120 @@ test('sort admits relevance (alone or first) exactly on searchable kinds, as the
   assert.is((await service.request('GET', '/users?sort=-relevance&q=ada')).status, 400);
 });
 
+/** The kinds whose changes the feed records (API.md §8): every table with a primary key. */
+const recordedKinds = (service: Service) =>
+  service.app.registry.resources.filter((r) => !r.readOnlyKind && r.key.length > 0).map((r) => r.name);
+
+test('/_changes is documented as the change feed: its parameters, both media types and its statuses', ({ service, doc }) => {
+  const resolve = (node: any) => (node?.$ref ? doc.components[node.$ref.split('/')[2]][node.$ref.split('/').pop()] : node);
+  for (const method of ['get', 'head']) {
+    const operation = doc.paths['/_changes']?.[method];
+    assert.ok(operation, method);
+    const parameters = Object.fromEntries((operation.parameters as any[]).map(resolve).map((p) => [`${p.in} ${p.name}`, p]));
+    assert.equal(Object.keys(parameters).sort(), ['header Last-Event-ID', 'query kinds', 'query limit', 'query since', 'query ticket']);
+    assert.equal(parameters['query since'].schema, { type: 'integer', minimum: 0, maximum: 999_999_999_999_999 });
+    assert.equal(parameters['query limit'].schema, { type: 'integer', minimum: 1, maximum: 1000, default: 100 });
+    assert.equal(parameters['query kinds'].schema.items.enum, recordedKinds(service));
+    assert.is(parameters['query kinds'].explode, false);
+    assert.is(parameters['query ticket'].schema.type, 'string');
+    assert.equal(Object.keys(operation.responses).sort(), ['200', '400', '401', '405', '406', '410', '503', 'default'], method);
+    const ok = operation.responses['200'];
+    assert.equal(Object.keys(ok.content), ['application/json', 'text/event-stream']);
+    assert.equal(ok.content['application/json'].schema, { type: 'array', items: { $ref: '#/components/schemas/feed.change' } });
+    assert.match(ok.content['text/event-stream'].schema.description, /`id:` its seq .*`event:` its op .*`data:` the change as JSON/);
+    assert.match(ok.content['text/event-stream'].schema.description, /comment line/);
+    assert.ok(ok.headers.Link);
+    assert.equal(resolve(operation.responses['410']), doc.components.responses.Gone);
+    assert.ok(doc.components.responses.Unavailable.headers['Retry-After']);
+  }
+  assert.equal(Object.keys(doc.paths['/_changes'] ?? {}).sort(), ['get', 'head', 'options']);
+  const change = doc.components.schemas['feed.change'];
+  assert.equal(change.required, ['seq', 'kind', 'id', 'op', 'at']);
+  assert.equal(change.properties.op.enum, ['create', 'update', 'delete']);
+  assert.equal(change.properties.kind.enum, recordedKinds(service));
+  assert.is(change.properties.at.format, 'date-time');
+  assert.is(change.properties.seq.type, 'integer');
+  // One branch per kind: its id as the key's type, its element as the kind's schema.
+  assert.equal(
+    change.oneOf.map((branch: any) => [branch.properties.kind.const, branch.properties.id.type, branch.properties.element.$ref]),
+    recordedKinds(service).map((kind) => [kind, 'integer', `#/components/schemas/${kind}`]),
+  );
+  const ticket = doc.paths['/_changes/ticket']?.get;
+  assert.equal(ticket.responses['200'].content['application/json'].schema, { $ref: '#/components/schemas/feed.ticket' });
+  assert.equal(doc.components.schemas['feed.ticket'].required, ['ticket', 'expiresAt']);
+  assert.equal(ticket.responses['200'].headers['Cache-Control'].schema, { type: 'string', const: 'no-store' });
+});
+
+test('/_changes: the documented bounds, kinds and ticket are what the server accepts and refuses', async ({ service, doc }) => {
+  const parameters = doc.paths['/_changes']?.get.parameters as any[];
+  const schemaOf = (name: string) => parameters.find((p) => p.name === name).schema;
+  const status = async (query: string) => (await service.request('GET', `/_changes?${query}`)).status;
+  for (const name of ['since', 'limit']) {
+    const { minimum, maximum } = schemaOf(name);
+    assert.is(await status(`${name}=${minimum}`), 200, `${name}=${minimum}`);
+    assert.is(await status(`${name}=${maximum}`), 200, `${name}=${maximum}`);
+    for (const value of [minimum - 1, maximum + 1, 'x', '1.5']) assert.is(await status(`${name}=${value}`), 400, `${name}=${value}`);
+  }
+  const kinds: string[] = schemaOf('kinds').items.enum;
+  for (const kind of kinds) assert.is(await status(`kinds=${kind}`), 200, kind);
+  assert.is(await status(`kinds=${kinds.join(',')}`), 200);
+  assert.is(await status('kinds=nonesuch'), 400);
+  assert.is(await status('kinds='), 400);
+  // A ticket that is not valid is a 401, documented also where authentication is off.
+  const refused = await service.request('GET', '/_changes?ticket=not-a-ticket');
+  assert.is(refused.status, 401);
+  assert.ok(doc.paths['/_changes']?.get.responses['401'].headers['WWW-Authenticate']);
+  assert.ok(refused.headers.get('www-authenticate'));
+  assert.is((await service.request('GET', '/_changes', { headers: { accept: 'text/html' } })).status, 406);
+  assert.is((await service.request('GET', '/_changes/ticket?since=1')).status, 400);
+  assert.ok(doc.paths['/_changes/ticket']?.get.responses['400']);
+});
+
+test('/_changes: a JSON page and the events of its stream are what the document says', async ({ service, doc }) => {
+  const errorsOf = await responseValidator(doc);
+  const user = (await service.request('POST', '/users', { body: userSample() })).body;
+  await service.request('PATCH', `/users/${user.id}`, { body: { name: 'Renamed' } });
+  const pet = (await service.request('POST', `/users/${user.id}/pets`, { body: { name: 'Rex', species: 'dog' } })).body;
+  await service.request('DELETE', `/pets/${pet.id}`);
+  const page = await service.request('GET', '/_changes?limit=1000');
+  assert.is(page.status, 200, page.text);
+  assert.equal(errorsOf(page.body, 'changes', 200), []);
+  const mine = page.body.filter((c: any) => (c.kind === 'users' && c.id === user.id) || (c.kind === 'pets' && c.id === pet.id));
+  assert.equal(
+    mine.map((c: any) => [c.kind, c.op, c.element === undefined]),
+    [
+      ['users', 'create', false],
+      ['users', 'update', false],
+      ['pets', 'create', true],
+      ['pets', 'delete', true],
+    ],
+  );
+  // A page that is not what the schema says is seen (the validator is not blind).
+  assert.ok(errorsOf([{ ...mine[0], op: 'made' }], 'changes', 200).length > 0);
+  assert.ok(errorsOf([{ ...mine[0], element: { id: 'one' } }], 'changes', 200).length > 0);
+
+  // The stream from the same point: id its seq, event its op, data the change as the page has it.
+  const [first] = mine;
+  const { status, type, fields } = await firstEvent(`${service.url}/_changes`, { 'last-event-id': String(first.seq - 1) });
+  assert.is(status, 200);
+  assert.is(type.split(';')[0], 'text/event-stream');
+  const data = JSON.parse(fields.data as string);
+  assert.is(fields.id, String(first.seq));
+  assert.is(fields.event, first.op);
+  assert.equal(errorsOf([data], 'changes', 200), []);
+  assert.equal({ ...data, element: undefined }, { ...first, element: undefined });
+});
+
+test('/_changes/ticket answers what it documents: a ticket, its expiry, never cached', async ({ service, doc }) => {
+  const errorsOf = await responseValidator(doc);
+  const reply = await service.request('GET', '/_changes/ticket');
+  assert.is(reply.status, 200);
+  assert.equal(errorsOf(reply.body, 'changes_ticket', 200), []);
+  assert.is(reply.headers.get('cache-control'), doc.paths['/_changes/ticket']?.get.responses['200'].headers['Cache-Control'].schema.const);
+  assert.ok(errorsOf({ ticket: reply.body.ticket }, 'changes_ticket', 200).length > 0);
+  assert.is((await service.request('GET', `/_changes?ticket=${encodeURIComponent(reply.body.ticket)}`)).status, 200);
+});
+
 test.run();
 
 const secured = suite<{ service: Service }>('OpenAPI document with authentication');
@@ -255,7 +415,15 @@ secured.after(async ({ service }) => service.close());
 secured('declares the bearer scheme and the 401/403 answers; stays readable without a token', async ({ service }) => {
   const reply = await service.request('GET', '/openapi.json');
   assert.is(reply.status, 200);
-  assert.equal(reply.body.components.securitySchemes, { bearer: { type: 'http', scheme: 'bearer' } });
+  assert.equal(reply.body.components.securitySchemes, {
+    bearer: { type: 'http', scheme: 'bearer' },
+    ticket: {
+      type: 'apiKey',
+      in: 'query',
+      name: 'ticket',
+      description: 'a ticket from GET /_changes/ticket, valid 60 s: for an EventSource, which cannot send Authorization',
+    },
+  });
   assert.equal(reply.body.security, [{ bearer: [] }]);
   assert.ok(reply.body.paths['/users'].get.responses['401']);
   assert.is((await service.request('GET', '/docs')).status, 200);
@@ -276,6 +444,31 @@ secured('the open service paths need no token in the document either; 403 only w
   assert.is(doc.paths['/users'].get.responses['403'], undefined, 'the read token may read');
   assert.ok(doc.paths['/users'].post.responses['403']);
   assert.ok(doc.paths['/users/{id}'].delete.responses['403']);
+});
+
+secured('/_changes opens with the bearer token or a ticket, as documented; the ticket and OPTIONS need the token', async ({ service }) => {
+  const doc = (await service.request('GET', '/openapi.json')).body;
+  const token = { authorization: 'Bearer a-token-of-sixteen-chars' };
+  for (const method of ['get', 'head']) {
+    assert.equal(doc.paths['/_changes'][method].security, [{ bearer: [] }, { ticket: [] }], method);
+    assert.match(doc.paths['/_changes'][method].responses['401'].description, /bearer token/);
+  }
+  for (const path of ['/_changes', '/_changes/ticket']) {
+    for (const [method, operation] of Object.entries<any>(doc.paths[path])) {
+      assert.ok(operation.responses['401'], `${method} ${path}`);
+      if (method !== 'get' && method !== 'head') assert.is(operation.security, undefined, `${method} ${path}: the token`);
+    }
+  }
+  assert.is(doc.paths['/_changes/ticket'].get.security, undefined);
+  assert.is((await service.request('GET', '/_changes')).status, 401);
+  assert.is((await service.request('OPTIONS', '/_changes')).status, 401);
+  assert.is((await service.request('GET', '/_changes/ticket')).status, 401);
+  const { ticket } = (await service.request('GET', '/_changes/ticket', { headers: token })).body;
+  // The apiKey scheme's parameter: the ticket alone opens the feed.
+  const scheme = doc.components.securitySchemes.ticket;
+  assert.is((await service.request('GET', `/_changes?${scheme.name}=${encodeURIComponent(ticket)}`)).status, 200);
+  assert.is((await service.request('GET', '/_changes', { headers: token })).status, 200);
+  assert.is((await service.request('GET', '/_changes?ticket=forged')).status, 401);
 });
 
 secured.run();
@@ -320,3 +513,53 @@ names('names a component name cannot hold stay apart: one component per table, e
 });
 
 names.run();
+
+const feeds = suite('OpenAPI change feed of other schemas');
+
+/** The feed's service entries, as the app passes them. */
+const FEED_SERVICES = [CHANGES_PATH, TICKET_PATH].map((path) => ({
+  path,
+  methods: READ_METHODS,
+  summary: path,
+  produces: 'application/json',
+}));
+
+feeds('lists only the kinds with a key; a text key is a string, a composite key an array of its values in key order', async () => {
+  const tracks = sqliteTable('tracks', { album: text('album').notNull(), no: integer('no').notNull() }, (t) => [
+    primaryKey({ columns: [t.album, t.no] }),
+  ]);
+  const tags = sqliteTable('tags', { name: text('name').primaryKey() });
+  const lines = sqliteTable('lines', { line: text('line') });
+  const doc = toOpenApi(createRegistry({ tracks, tags, lines }), { services: FEED_SERVICES }) as Doc;
+  const change = doc.components.schemas['feed.change'];
+  assert.equal(change.properties.kind.enum, ['tracks', 'tags']);
+  assert.equal(
+    change.oneOf.map((branch: any) => branch.properties.id),
+    [{ type: 'array', prefixItems: [{ type: 'string' }, { type: 'integer' }], minItems: 2, maxItems: 2 }, { type: 'string' }],
+  );
+  const kinds = (doc.paths[CHANGES_PATH]?.get.parameters as any[]).find((p) => p.name === 'kinds');
+  assert.equal(kinds.schema.items.enum, ['tracks', 'tags']);
+  assert.match(doc.paths[CHANGES_PATH]?.get.responses['200'].content['text/event-stream'].example, /"kind":"tracks","id":\["a1",7\]/);
+  const result = await validate(structuredClone(doc) as never);
+  assert.ok(result.valid, compileErrors(result));
+});
+
+feeds('a schema without a kind whose changes are recorded still documents a valid feed, without kinds', async () => {
+  const lines = sqliteTable('lines', { line: text('line') });
+  const doc = toOpenApi(createRegistry({ lines }), { services: FEED_SERVICES, auth: true, rateLimit: true }) as Doc;
+  const names = (doc.paths[CHANGES_PATH]?.get.parameters as any[]).map((p) => p.name);
+  assert.equal(names, ['since', 'limit', 'ticket', 'Last-Event-ID']);
+  assert.is(doc.components.schemas['feed.change'].oneOf, undefined);
+  assert.ok(doc.paths[CHANGES_PATH]?.get.responses['429']);
+  const result = await validate(structuredClone(doc) as never);
+  assert.ok(result.valid, compileErrors(result));
+});
+
+feeds('without the feed among the services, neither its paths nor its schemas', () => {
+  const tags = sqliteTable('tags', { name: text('name').primaryKey() });
+  const doc = toOpenApi(createRegistry({ tags })) as Doc;
+  assert.is(doc.paths[CHANGES_PATH], undefined);
+  assert.is(doc.components.schemas['feed.change'], undefined);
+});
+
+feeds.run();

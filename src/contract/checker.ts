@@ -1,6 +1,8 @@
 // The contract checker: reads an OpenAPI document and probes a running service with real
-// elements, comparing every (path, method) pair's status with the contract. Knows no restable internals.
+// elements, comparing every (path, method) pair's status, and each body the document gives a schema
+// for, with the contract; an event stream is read only until its first event. Knows no restable internals.
 import { randomBytes } from 'node:crypto';
+import { schemaErrors } from './json-schema.js';
 
 type Json = Record<string, any>;
 
@@ -27,7 +29,11 @@ export interface CheckOptions {
   headers?: Record<string, string>;
   /** Called after each probe (progress output). */
   onProbe?: (probe: Probe) => void;
+  /** How long a request may take, answer and body (and an event stream to send its first event); 10 s by default. */
+  timeoutMs?: number;
 }
+
+const EVENT_STREAM = 'text/event-stream';
 
 interface Reply {
   status: number;
@@ -67,24 +73,87 @@ function successes(resolve: (n: any) => any, operation: Json): string[] {
   return Object.keys(resolve(operation.responses) ?? {}).filter((s) => /^2\d\d$/.test(s));
 }
 
+/** The media type of a reply (`application/json`), without parameters. */
+const mediaTypeOf = (headers: Headers) => headers.get('content-type')?.split(';')[0]?.trim().toLowerCase() ?? '';
+
+/** One Server-Sent Event (https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation). */
+interface ServerEvent {
+  id?: string;
+  event: string;
+  data: string;
+}
+
+/** Reads events from SSE text: the complete events in `text`, and the unfinished rest. */
+function parseEvents(text: string): { events: ServerEvent[]; rest: string } {
+  const events: ServerEvent[] = [];
+  const blocks = text.split(/\r\n\r\n|\r\r|\n\n/);
+  const rest = blocks.pop() ?? '';
+  for (const block of blocks) {
+    const event: ServerEvent = { event: 'message', data: '' };
+    const data: string[] = [];
+    for (const line of block.split(/\r\n|\r|\n/)) {
+      if (line === '' || line.startsWith(':')) continue; // a comment: a heartbeat
+      const colon = line.indexOf(':');
+      const field = colon === -1 ? line : line.slice(0, colon);
+      const value = colon === -1 ? '' : line.slice(colon + 1).replace(/^ /, '');
+      if (field === 'data') data.push(value);
+      else if (field === 'id') event.id = value;
+      else if (field === 'event') event.event = value;
+    }
+    // A block of comments or `retry:` only dispatches nothing.
+    if (data.length > 0) events.push({ ...event, data: data.join('\n') });
+  }
+  return { events, rest };
+}
+
 export async function checkContract(baseUrl: string, doc: Json, options: CheckOptions = {}): Promise<ContractReport> {
   const base = baseUrl.replace(/\/$/, '');
   const resolve = resolver(doc);
   const run = randomBytes(3).toString('hex');
+  const timeoutMs = options.timeoutMs ?? 10_000;
   let counter = 0;
   const created: { collection: string; location: string }[] = [];
   const probes: Probe[] = [];
 
-  async function call(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<Reply> {
-    const headers: Record<string, string> = { ...options.headers };
+  /**
+   * One request. A reply that does not come, or whose body does not end, within timeoutMs is status 0
+   * (a failed probe, never a hang); an event stream is not read (it never ends): its body is undefined.
+   */
+  async function call(
+    method: string,
+    path: string,
+    body?: unknown,
+    contentType = 'application/json',
+    extra: Record<string, string> = {},
+  ): Promise<Reply> {
+    const headers: Record<string, string> = { ...options.headers, ...extra };
     if (body !== undefined) headers['content-type'] = contentType;
-    const response = await fetch(base + path, {
-      method,
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-      redirect: 'manual',
-    });
-    const text = await response.text();
+    const signal = AbortSignal.timeout(timeoutMs);
+    const late = (what: string): Reply => ({ status: 0, headers: new Headers(), body: `${what} within ${timeoutMs} ms` });
+    let response: Response;
+    try {
+      response = await fetch(base + path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        redirect: 'manual',
+        signal,
+      });
+    } catch (error) {
+      if (signal.aborted) return late('no answer');
+      throw error;
+    }
+    if (mediaTypeOf(response.headers) === EVENT_STREAM) {
+      await response.body?.cancel();
+      return { status: response.status, headers: response.headers, body: undefined };
+    }
+    let text: string;
+    try {
+      text = await response.text();
+    } catch (error) {
+      if (signal.aborted) return late('no end of the body');
+      throw error;
+    }
     let parsed: unknown;
     try {
       parsed = text ? JSON.parse(text) : undefined;
@@ -318,6 +387,187 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
     );
   }
 
+  /** How a JSON body breaks the schema its operation documents for the reply's status and media type (none documented: nothing). */
+  function bodyErrors(operation: Json, reply: Reply): string[] {
+    const type = mediaTypeOf(reply.headers);
+    const schema = resolve(resolve(operation.responses)?.[String(reply.status)])?.content?.[type]?.schema;
+    if (schema === undefined || !/[/+]json$/.test(type)) return [];
+    return schemaErrors(schema, reply.body, resolve);
+  }
+
+  /** The first of `errors` and how many more, for a report cell. */
+  const firstOf = (errors: string[]) => `${errors[0]}${errors.length > 1 ? ` (and ${errors.length - 1} more)` : ''}`;
+
+  /** Whether a GET is a change feed (API.md §8): besides JSON, it answers an event stream. */
+  const isFeed = (operation: Json | undefined) => Boolean(resolve(resolve(operation?.responses)?.['200'])?.content?.[EVENT_STREAM]);
+
+  /**
+   * Opens an event stream and reads it until `wanted` events (at least its first bytes) came or
+   * timeoutMs passed, then closes it: a stream never ends, so the checker never waits for that.
+   */
+  async function readStream(
+    path: string,
+    extra: Record<string, string>,
+    wanted: number,
+  ): Promise<{ status: number; type: string; events: ServerEvent[]; opened: boolean }> {
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), timeoutMs);
+    const events: ServerEvent[] = [];
+    let status = 0;
+    let type = '';
+    let opened = false;
+    try {
+      const response = await fetch(base + path, {
+        headers: { ...options.headers, accept: EVENT_STREAM, ...extra },
+        redirect: 'manual',
+        signal: controller.signal,
+      });
+      status = response.status;
+      type = mediaTypeOf(response.headers);
+      if (type !== EVENT_STREAM || !response.body) await response.body?.cancel();
+      else {
+        const reader = response.body.getReader();
+        const decoder = new TextDecoder();
+        let buffer = '';
+        while (!opened || events.length < wanted) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          opened = true;
+          const parsed = parseEvents(buffer + decoder.decode(value, { stream: true }));
+          events.push(...parsed.events);
+          buffer = parsed.rest;
+        }
+      }
+    } catch (error) {
+      if (!controller.signal.aborted) throw error;
+    } finally {
+      clearTimeout(timer);
+      controller.abort();
+    }
+    return { status, type, events, opened };
+  }
+
+  /** Values a query parameter's schema rules out: not of its type, past its bounds, outside its enum. */
+  function badValues(schema: Json | undefined): string[] {
+    const s = resolve(schema) ?? {};
+    if (s.type === 'integer' || s.type === 'number') {
+      return [
+        'x',
+        ...(s.type === 'integer' ? ['1.5'] : []),
+        ...(typeof s.minimum === 'number' ? [String(s.minimum - 1)] : []),
+        ...(typeof s.maximum === 'number' ? [String(s.maximum + 1)] : []),
+      ];
+    }
+    const values = s.type === 'array' ? resolve(s.items) : s;
+    return Array.isArray(values?.enum) ? [`contract-${run}-none`] : [];
+  }
+
+  /**
+   * A change feed (API.md §8), never read to the end of its stream. HEAD: 200 as JSON and as an event
+   * stream. GET: as JSON, a page valid per the documented schema, which a page of one and its
+   * Link rel="next" continue; a query parameter of a value its schema rules out is a 400; an Accept
+   * of neither media type is a 406; as an event stream, the first event after Last-Event-ID (one
+   * before the page's first seq) is the page's first change: its seq as id, its op as event, the
+   * change as data.
+   */
+  async function probeFeed(template: string, target: string, method: 'GET' | 'HEAD', operation: Json): Promise<void> {
+    const responses = resolve(operation.responses) ?? {};
+    const parameters: Json[] = (operation.parameters ?? []).map(resolve);
+    const json = { accept: 'application/json' };
+    if (method === 'HEAD') {
+      for (const [label, accept] of [
+        ['HEAD', 'application/json'],
+        ['HEAD [event-stream]', EVENT_STREAM],
+      ] as const) {
+        const reply = await call('HEAD', target, undefined, undefined, { accept });
+        const type = mediaTypeOf(reply.headers);
+        record(template, label, `200 ${accept}`, `${reply.status} ${type || '-'}`, reply.status === 200 && type === accept);
+      }
+      return;
+    }
+
+    const page = await call('GET', target, undefined, undefined, json);
+    const pageErrors = bodyErrors(operation, page);
+    const changes: Json[] = page.status === 200 && Array.isArray(page.body) ? page.body : [];
+    record(
+      template,
+      'GET',
+      '200 application/json, valid',
+      `${page.status} ${mediaTypeOf(page.headers) || '-'}, ${
+        pageErrors.length > 0 ? firstOf(pageErrors) : Array.isArray(page.body) ? `${page.body.length} valid` : 'no JSON array'
+      }`,
+      page.status === 200 && mediaTypeOf(page.headers) === 'application/json' && Array.isArray(page.body) && pageErrors.length === 0,
+    );
+
+    const [first, second] = changes;
+    if (first && second && parameters.some((p) => p.in === 'query' && p.name === 'limit')) {
+      const one = await call('GET', `${target}?limit=1`, undefined, undefined, json);
+      const next = /<([^>]+)>\s*;\s*rel="next"/.exec(one.headers.get('link') ?? '')?.[1];
+      const url = next === undefined ? undefined : new URL(next, `${base}/`);
+      const following = url ? await call('GET', url.pathname + url.search, undefined, undefined, json) : undefined;
+      const seqs = [one.body?.[0]?.seq, following?.body?.[0]?.seq];
+      record(
+        template,
+        'GET [paging]',
+        `limit=1: ${first.seq}, Link next: ${second.seq}`,
+        `${one.status} ${Array.isArray(one.body) ? one.body.length : '-'}: ${seqs[0] ?? '-'}, Link next: ${following ? `${following.status} ${seqs[1] ?? '-'}` : 'none'}`,
+        one.status === 200 &&
+          Array.isArray(one.body) &&
+          one.body.length === 1 &&
+          seqs[0] === first.seq &&
+          following?.status === 200 &&
+          seqs[1] === second.seq,
+      );
+    }
+
+    if ('400' in responses) {
+      for (const parameter of parameters.filter((p) => p.in === 'query')) {
+        for (const value of badValues(parameter.schema)) {
+          const reply = await call(
+            'GET',
+            `${target}?${encodeURIComponent(parameter.name)}=${encodeURIComponent(value)}`,
+            undefined,
+            undefined,
+            json,
+          );
+          record(template, `GET [${parameter.name}=${value}]`, '400', String(reply.status), reply.status === 400);
+        }
+      }
+    }
+    if ('406' in responses) {
+      const reply = await call('GET', target, undefined, undefined, { accept: 'image/png' });
+      record(template, 'GET [Accept: image/png]', '406', String(reply.status), reply.status === 406);
+    }
+
+    const resumable = typeof first?.seq === 'number' && parameters.some((p) => p.in === 'header' && /^last-event-id$/i.test(p.name));
+    const stream = await readStream(target, resumable ? { 'last-event-id': String(first.seq - 1) } : {}, resumable ? 1 : 0);
+    const [event] = stream.events;
+    let data: any;
+    try {
+      data = event ? JSON.parse(event.data) : undefined;
+    } catch {
+      data = event?.data;
+    }
+    const itemSchema = resolve(resolve(responses['200'])?.content?.['application/json']?.schema)?.items;
+    const eventErrors = event ? schemaErrors(itemSchema, data, resolve) : [];
+    const opened = stream.status === 200 && stream.type === EVENT_STREAM;
+    const got = event
+      ? `event ${event.id ?? '-'} ${event.event}${eventErrors.length > 0 ? `, ${firstOf(eventErrors)}` : `, seq ${data?.seq}`}`
+      : stream.opened
+        ? `no event within ${timeoutMs} ms`
+        : 'nothing';
+    record(
+      template,
+      'GET [event-stream]',
+      `200 ${EVENT_STREAM}${resumable ? `, event ${first.seq} ${first.op} after Last-Event-ID ${first.seq - 1}` : ''}`,
+      `${stream.status} ${stream.type || '-'}, ${got}`,
+      opened &&
+        (resumable
+          ? event?.id === String(first.seq) && event.event === first.op && data?.seq === first.seq && eventErrors.length === 0
+          : stream.opened),
+    );
+  }
+
   const deletions: [string, Json][] = [];
   for (const [template, item] of Object.entries(paths)) {
     const defined = methodsOf(item);
@@ -357,6 +607,10 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
         await probeBatch(template);
         continue;
       }
+      if ((method === 'GET' || method === 'HEAD') && isFeed(operation)) {
+        await probeFeed(template, target, method, operation);
+        continue;
+      }
       const expected = successes(resolve, operation);
       const { body, type } = await bodyFor(method, operation, target);
       const reply =
@@ -381,12 +635,14 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
           record(template, 'POST [array]', '201 [1], or 409/422 naming element 0', got, one || refused);
         }
       }
+      // The body, where the document gives its schema, must follow it.
+      const invalid = method === 'HEAD' ? [] : bodyErrors(operation, reply);
       record(
         template,
         method,
         expected.join('|') || '2xx',
-        String(reply.status),
-        expected.length ? expected.includes(String(reply.status)) : reply.status < 300,
+        invalid.length > 0 ? `${reply.status}, ${firstOf(invalid)}` : String(reply.status),
+        (expected.length ? expected.includes(String(reply.status)) : reply.status < 300) && invalid.length === 0,
       );
       if (template.includes('{') && method !== 'OPTIONS') {
         const missing = concrete(template, true) as string;
