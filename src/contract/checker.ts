@@ -2,7 +2,7 @@
 // elements, comparing every (path, method) pair's status, and each body the document gives a schema
 // for, with the contract; an event stream is read only until its first event. Knows no restable internals.
 import { randomBytes } from 'node:crypto';
-import { schemaErrors } from './json-schema.js';
+import { schemaChecker } from './schemas.js';
 
 type Json = Record<string, any>;
 
@@ -109,6 +109,7 @@ function parseEvents(text: string): { events: ServerEvent[]; rest: string } {
 export async function checkContract(baseUrl: string, doc: Json, options: CheckOptions = {}): Promise<ContractReport> {
   const base = baseUrl.replace(/\/$/, '');
   const resolve = resolver(doc);
+  const schemaErrors = schemaChecker(doc);
   const run = randomBytes(3).toString('hex');
   const timeoutMs = options.timeoutMs ?? 10_000;
   let counter = 0;
@@ -392,7 +393,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
     const type = mediaTypeOf(reply.headers);
     const schema = resolve(resolve(operation.responses)?.[String(reply.status)])?.content?.[type]?.schema;
     if (schema === undefined || !/[/+]json$/.test(type)) return [];
-    return schemaErrors(schema, reply.body, resolve);
+    return schemaErrors(schema, reply.body);
   }
 
   /** The first of `errors` and how many more, for a report cell. */
@@ -549,7 +550,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
       data = event?.data;
     }
     const itemSchema = resolve(resolve(responses['200'])?.content?.['application/json']?.schema)?.items;
-    const eventErrors = event ? schemaErrors(itemSchema, data, resolve) : [];
+    const eventErrors = event ? schemaErrors(itemSchema, data) : [];
     const opened = stream.status === 200 && stream.type === EVENT_STREAM;
     const got = event
       ? `event ${event.id ?? '-'} ${event.event}${eventErrors.length > 0 ? `, ${firstOf(eventErrors)}` : `, seq ${data?.seq}`}`
