@@ -34,8 +34,8 @@ interface Stream {
 export interface ChangeStreams {
   /** Whether another stream may open now. */
   full(): boolean;
-  /** Starts an event stream on `res` (its headers not yet sent) with the changes after `position`. */
-  open(res: ServerResponse, position: number, kinds: readonly string[] | undefined): void;
+  /** Starts an event stream on `res` (its headers not yet sent) with the changes after `position`; `newest` is the log's last seq now. */
+  open(res: ServerResponse, position: number, newest: number, kinds: readonly string[] | undefined): void;
   /** Ends every stream (a graceful shutdown): clients reconnect, with Last-Event-ID, elsewhere or later. */
   closeAll(): void;
   /** How many streams are open. */
@@ -45,6 +45,9 @@ export interface ChangeStreams {
 /** Changes read from the log at a time (per stream when one catches up). */
 const PAGE = 500;
 
+/** Lets the event loop run (sockets write out) before the next page: on SQLite a whole backlog is read without one. */
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 /** One Server-Sent Event per change: `id` its seq (what Last-Event-ID resumes from), `event` its op, `data` the change. */
 const eventOf = (change: Change) => `id: ${change.seq}\nevent: ${change.op}\ndata: ${JSON.stringify(change)}\n\n`;
 
@@ -52,8 +55,10 @@ const eventOf = (change: Change) => `id: ${change.seq}\nevent: ${change.op}\ndat
  * The streams of one process. A single loop (never two at once) reads the changes after `head`
  * every pollMs (and when a stream opens), serializes each once and writes it to every stream that
  * wants it. A stream that starts behind `head` (it resumes) first catches up from the log in pages,
- * as fast as its client reads them. A stream whose client does not read (more than bufferBytes
- * unsent) is closed: its client resumes from the last event it got, and the server holds nothing.
+ * as fast as its client reads them; so does a live stream whose client reads slowly (more than half
+ * of bufferBytes unsent). A stream whose client stops reading is closed once more than bufferBytes
+ * are unsent (checked at each write, heartbeats included): its client resumes from the last event it
+ * got, and the server holds nothing for it.
  */
 export function createChangeStreams(
   log: ChangeLog,
@@ -90,8 +95,16 @@ export function createChangeStreams(
   const wants = (stream: Stream, change: { seq: number; kind: string }) =>
     change.seq > stream.position && (!stream.kinds || stream.kinds.has(change.kind));
 
-  /** Sends a stream that is behind `upto` the changes it missed, a page at a time while its client keeps up. */
+  /**
+   * Sends a stream that is behind `upto` the changes it missed, a page at a time while its client
+   * keeps up (its unsent bytes under half the bound). A stream whose next change was purged
+   * meanwhile is closed: its client reconnects with Last-Event-ID and gets the 410.
+   */
   const catchUp = async (stream: Stream, upto: number) => {
+    if (stream.position < (await log.bounds()).floor) {
+      stream.res.destroy();
+      return drop(stream);
+    }
     while (stream.position < upto && streams.has(stream) && stream.res.writableLength <= options.bufferBytes / 2) {
       const entries = (await log.after(stream.position, PAGE, stream.kinds && [...stream.kinds])).filter((e) => e.seq <= upto);
       if (entries.length === 0) {
@@ -101,6 +114,7 @@ export function createChangeStreams(
       const text = (await present(entries)).map(eventOf).join('');
       stream.position = (entries.at(-1) as ChangeEntry).seq;
       write(stream, text);
+      await turn(); // the socket writes what it can before the next page is made
     }
   };
 
@@ -114,7 +128,8 @@ export function createChangeStreams(
     const events = changes.map((change) => ({ seq: change.seq, kind: change.kind, text: eventOf(change) }));
     const last = (entries.at(-1) as ChangeEntry).seq;
     for (const stream of streams) {
-      if (stream.position < from) continue; // still catching up: it reads these from the log later
+      // Still catching up, or its client reads slowly: it reads these from the log later, at its pace.
+      if (stream.position < from || stream.res.writableLength > options.bufferBytes / 2) continue;
       let text = '';
       for (const event of events) if (wants(stream, event)) text += event.text;
       stream.position = Math.max(stream.position, last);
@@ -133,6 +148,7 @@ export function createChangeStreams(
       do {
         again = false;
         await step();
+        await turn();
       } while (again && streams.size > 0);
     } catch (error) {
       logger.warn({ err: error }, 'reading the change feed for its streams failed; trying again');
@@ -144,7 +160,7 @@ export function createChangeStreams(
   return {
     full: () => streams.size >= options.maxStreams,
     size: () => streams.size,
-    open(res, position, kinds) {
+    open(res, position, newest, kinds) {
       const stream: Stream = { res, position, ...(kinds && { kinds: new Set(kinds) }) };
       res.writeHead(200, {
         'Content-Type': 'text/event-stream; charset=utf-8',
@@ -155,7 +171,9 @@ export function createChangeStreams(
       res.write(`retry: 1000\n: changes after ${position}\n\n`);
       streams.add(stream);
       res.on('close', () => drop(stream));
-      head ??= position;
+      // From the log's end, never the stream's own position: one that starts behind catches up at its
+      // client's pace, one that starts past the end only filters (and silences no other stream).
+      head ??= newest;
       poller ??= setInterval(loop, options.pollMs).unref();
       heartbeat ??= setInterval(() => {
         for (const open of streams) write(open, ':\n\n');

@@ -169,7 +169,7 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
       return;
     }
     leaveInFlight(res); // bounded by CHANGES_MAX_STREAMS instead: a stream never ends on its own
-    streams.open(res, position, query.kinds);
+    streams.open(res, position, newest, query.kinds);
   };
 
   const feed = (req: Request, res: Response) => {
