@@ -5,7 +5,7 @@ import { type IncomingMessage, type OutgoingHttpHeaders, ServerResponse } from '
 import cors from 'cors';
 import type { Config } from './config.js';
 import { ApiError } from './errors.js';
-import { createInFlightGate, createRateLimiter } from './load.js';
+import { createInFlightGate, createRateLimiter, SEAT } from './load.js';
 import { protocolError, type Target } from './protocol.js';
 import { OPEN_PATHS, OPEN_PREFIX, PROBE_PATHS, READ_METHODS } from './resources.js';
 
@@ -41,6 +41,8 @@ export class IdentifiedResponse<Request extends IncomingMessage = IncomingMessag
   requestId?: string;
   /** When the request arrived (performance.now()), for the request log line. */
   startedAt = 0;
+  /** The in-flight gate's hold on this response (load.ts), declared here so every response has one shape. */
+  [SEAT]: unknown = undefined;
   /** Whether a header was set before writeHead (setHeader/appendHeader). */
   private progressive = false;
 

@@ -29,7 +29,7 @@ export interface BodyBudget {
 }
 const BUDGET = Symbol('body budget');
 /** The gate's hold on a response: its place among the requests in flight, given back once. */
-const SEAT = Symbol('in-flight seat');
+export const SEAT: unique symbol = Symbol('in-flight seat');
 
 /** Gives back a request's place among the requests in flight before its response ends (an endless event stream). */
 export function leaveInFlight(res: ServerResponse): void {
