@@ -208,6 +208,8 @@ export function pgChangeLog(pool: pg.Pool, resources: Resource[]): ChangeLog {
     },
     bounds: boundsOf,
     async purge(before, batch) {
+      // Sequenced first: with nobody reading the feed, the pending table would otherwise only grow.
+      await sequence();
       const { newest } = await boundsOf();
       const { rows } = await pool.query(`SELECT seq, ${PG_AT} FROM ${TABLE} ORDER BY seq LIMIT $1`, [batch]);
       const last = purgeable(
