@@ -13,6 +13,7 @@ import { MigrationError, migrationStatus } from '../db/migrate.js';
 import { applyPgMigrations } from '../db/pg-migrate.js';
 import { toPgTables } from '../db/pg-schema.js';
 import { closePostgres, openPostgres, POSTGRES_DEFAULTS, redactUrl } from '../db/postgres.js';
+import { ident } from '../db/quote.js';
 import * as userSchema from '../db/schema.js';
 
 /** A refusal or failure its one-line message explains in full. */
@@ -24,8 +25,6 @@ type Row = Record<string, unknown>;
 
 /** Rows per INSERT: far below PostgreSQL's 65,535 bound parameters per statement, whatever the width. */
 const rowsPerInsert = (columns: number) => Math.max(1, Math.min(500, Math.floor(30_000 / columns)));
-
-const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
 /** The schema's SQLite tables, each after the tables its foreign keys point at (a self-reference aside). */
 function parentsFirst(schema: Record<string, unknown>): [string, SQLiteTable][] {
@@ -87,7 +86,7 @@ function treeOrder(table: SQLiteTable, rows: Iterable<Row>): Iterable<Row> {
 function* readRows(sqlite: Database.Database, table: SQLiteTable): Generator<Row> {
   const columns = Object.entries(getTableColumns(table)) as [string, SQLiteColumn][];
   const statement = sqlite
-    .prepare(`SELECT ${columns.map(([, c]) => quote(c.name)).join(', ')} FROM ${quote(getTableConfig(table).name)}`)
+    .prepare(`SELECT ${columns.map(([, c]) => ident(c.name)).join(', ')} FROM ${ident(getTableConfig(table).name)}`)
     .raw();
   for (const values of statement.iterate() as Iterable<unknown[]>) {
     const row: Row = {};
@@ -132,18 +131,18 @@ async function advanceSequences(client: pg.PoolClient, tables: string[], highs: 
     [tables],
   );
   for (const { table_name: table, column_name: column } of rows) {
-    const max = (await client.query<{ max: number | null }>(`SELECT max(${quote(column)}) AS max FROM ${quote(table)}`)).rows[0]?.max;
+    const max = (await client.query<{ max: number | null }>(`SELECT max(${ident(column)}) AS max FROM ${ident(table)}`)).rows[0]?.max;
     const high = Math.max(Number(max ?? 0), highs.get(table) ?? 0);
-    if (high > 0) await client.query('SELECT setval(pg_get_serial_sequence($1, $2), $3, true)', [quote(table), column, high]);
+    if (high > 0) await client.query('SELECT setval(pg_get_serial_sequence($1, $2), $3, true)', [ident(table), column, high]);
   }
 }
 
 /** Refuses a target that holds any row in the tables to copy; locks them first so that nothing writes meanwhile. */
 async function requireEmpty(client: pg.PoolClient, tables: string[], target: string): Promise<void> {
-  await client.query(`LOCK TABLE ${tables.map(quote).join(', ')} IN EXCLUSIVE MODE`);
+  await client.query(`LOCK TABLE ${tables.map(ident).join(', ')} IN EXCLUSIVE MODE`);
   const filled: string[] = [];
   for (const table of tables) {
-    if ((await client.query(`SELECT EXISTS (SELECT 1 FROM ${quote(table)}) AS filled`)).rows[0]?.filled) filled.push(table);
+    if ((await client.query(`SELECT EXISTS (SELECT 1 FROM ${ident(table)}) AS filled`)).rows[0]?.filled) filled.push(table);
   }
   if (filled.length > 0) {
     throw new CopyError(`${target} already holds rows (in ${filled.join(', ')}); copy only into a database whose tables are empty`);

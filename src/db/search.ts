@@ -3,6 +3,7 @@
 // generated tsvector column with a GIN index (PostgreSQL), and each engine's literal query syntax.
 import { getTableColumns } from 'drizzle-orm';
 import { getTableConfig, type SQLiteTable } from 'drizzle-orm/sqlite-core';
+import { ident, literal } from './quote.js';
 
 const DECLARATION = Symbol.for('restable.searchable');
 
@@ -50,9 +51,6 @@ export const SEARCH_COLUMN = 'restable_search';
 const PG_FUNCTION = 'restable_search_words';
 /** ASCII punctuation: PostgreSQL's parser would read e-mail addresses, hosts, paths and numbers out of it, SQLite's does not. */
 const PUNCTUATION = '!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~';
-
-const ident = (name: string) => `"${name.replaceAll('"', '""')}"`;
-const literal = (text: string) => `'${text.replaceAll("'", "''")}'`;
 
 /** How one engine builds (`create`) and removes (`drop`) a table's index. */
 export type SearchStatements = (table: string, index: SearchState[string]) => { create: string[]; drop: string[] };

@@ -2,7 +2,9 @@
 // record every write in the write's own transaction, and the reads, sequencing and purges of the feed.
 import type Database from 'better-sqlite3';
 import type pg from 'pg';
+import { ident, literal } from '../db/quote.js';
 import type { Field, KeyValue, Resource } from '../resources.js';
+import { withConnection } from './pg-connection.js';
 import type { MaybePromise } from './store.js';
 
 export type ChangeOp = 'create' | 'update' | 'delete';
@@ -41,10 +43,7 @@ const PREFIX = 'restable_changes_';
 /** PostgreSQL: a change's time as ISO 8601 text in UTC, milliseconds included (as SQLite records it). */
 const PG_AT = `to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at`;
 /** PostgreSQL: held while the feed's objects are made and while changes are sequenced (one instance at a time). */
-const FEED_LOCK = 'restable: change feed';
-
-const ident = (name: string) => `"${name.replaceAll('"', '""')}"`;
-const literal = (text: string) => `'${text.replaceAll("'", "''")}'`;
+const PG_LOCK = `SELECT pg_advisory_xact_lock(hashtextextended('restable: change feed', 0))`;
 
 /** The kinds whose writes are recorded: tables with a primary key (views and keyless tables take no writes). */
 const recorded = (resources: Resource[]) => resources.filter((r) => !r.readOnlyKind && r.key.length > 0);
@@ -167,28 +166,23 @@ export function pgChangeLog(pool: pg.Pool, resources: Resource[]): ChangeLog {
   let installed = installPg(pool, resources);
   installed.catch(() => undefined);
   const install = () => installed.catch(() => (installed = installPg(pool, resources)));
-  const lock = `SELECT pg_advisory_xact_lock(hashtextextended(${literal(FEED_LOCK)}, 0))`;
   const sequence = async () => {
     await install();
     const { rows } = await pool.query(`SELECT EXISTS (SELECT 1 FROM ${PENDING}) AS pending`);
     if (!rows[0].pending) return;
-    const client = await pool.connect();
-    try {
-      await client.query('BEGIN');
-      await client.query(lock);
-      await client.query(
-        `WITH moved AS (DELETE FROM ${PENDING} RETURNING local, kind, key, op, at),
-              last AS (SELECT coalesce(max(seq), 0) AS seq FROM ${TABLE})
-         INSERT INTO ${TABLE} (seq, kind, key, op, at)
-         SELECT last.seq + row_number() OVER (ORDER BY moved.local), moved.kind, moved.key, moved.op, moved.at FROM moved, last`,
-      );
-      await client.query('COMMIT');
-      client.release();
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      client.release(true);
-      throw error;
-    }
+    await withConnection(
+      pool,
+      async (client) => {
+        await client.query(PG_LOCK);
+        await client.query(
+          `WITH moved AS (DELETE FROM ${PENDING} RETURNING local, kind, key, op, at),
+                last AS (SELECT coalesce(max(seq), 0) AS seq FROM ${TABLE})
+           INSERT INTO ${TABLE} (seq, kind, key, op, at)
+           SELECT last.seq + row_number() OVER (ORDER BY moved.local), moved.kind, moved.key, moved.op, moved.at FROM moved, last`,
+        );
+      },
+      true,
+    );
   };
   const boundsOf = async () => {
     await install();
@@ -242,46 +236,42 @@ END $$`;
 }
 
 /** Makes the feed's tables, each kind's trigger function and its three statement triggers; drops those of kinds gone. */
-async function installPg(pool: pg.Pool, resources: Resource[]): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query(`SELECT pg_advisory_xact_lock(hashtextextended(${literal(FEED_LOCK)}, 0))`);
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS ${TABLE} (seq bigint PRIMARY KEY, kind text NOT NULL, key jsonb NOT NULL, op text NOT NULL, at timestamptz NOT NULL)`,
-    );
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS ${PENDING} (local bigserial PRIMARY KEY, kind text NOT NULL, key jsonb NOT NULL, op text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`,
-    );
-    const { rows: tables } = await client.query(
-      "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'",
-    );
-    const present = new Set(tables.map((t) => t.name as string));
-    const kinds = recorded(resources).filter((r) => present.has(r.name));
-    const { rows: existing } = await client.query(
-      `SELECT t.tgname AS name, c.relname AS "table" FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-       WHERE NOT t.tgisinternal AND starts_with(t.tgname, $1) AND c.relnamespace = current_schema()::regnamespace`,
-      [PREFIX],
-    );
-    const wanted = new Set(kinds.flatMap((r) => OPS.map(({ op }) => `${PREFIX}${r.name}_${op}`)));
-    for (const { name, table } of existing) if (!wanted.has(name)) await client.query(`DROP TRIGGER ${ident(name)} ON ${ident(table)}`);
-    const have = new Set(existing.map((t) => t.name as string));
-    for (const resource of kinds) {
-      await client.query(pgFunction(resource));
-      for (const { op, event } of OPS) {
-        const name = `${PREFIX}${resource.name}_${op}`;
-        if (have.has(name)) continue;
-        const transition = event === 'DELETE' ? 'OLD TABLE AS restable_old' : 'NEW TABLE AS restable_new';
-        await client.query(
-          `CREATE TRIGGER ${ident(name)} AFTER ${event} ON ${ident(resource.name)} REFERENCING ${transition} FOR EACH STATEMENT EXECUTE FUNCTION ${ident(`${PREFIX}${resource.name}`)}()`,
-        );
+function installPg(pool: pg.Pool, resources: Resource[]): Promise<void> {
+  return withConnection(
+    pool,
+    async (client) => {
+      await client.query(PG_LOCK);
+      await client.query(
+        `CREATE TABLE IF NOT EXISTS ${TABLE} (seq bigint PRIMARY KEY, kind text NOT NULL, key jsonb NOT NULL, op text NOT NULL, at timestamptz NOT NULL)`,
+      );
+      await client.query(
+        `CREATE TABLE IF NOT EXISTS ${PENDING} (local bigserial PRIMARY KEY, kind text NOT NULL, key jsonb NOT NULL, op text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`,
+      );
+      const { rows: tables } = await client.query(
+        "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'",
+      );
+      const present = new Set(tables.map((t) => t.name as string));
+      const kinds = recorded(resources).filter((r) => present.has(r.name));
+      const { rows: existing } = await client.query(
+        `SELECT t.tgname AS name, c.relname AS "table" FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+         WHERE NOT t.tgisinternal AND starts_with(t.tgname, $1) AND c.relnamespace = current_schema()::regnamespace`,
+        [PREFIX],
+      );
+      const wanted = new Set(kinds.flatMap((r) => OPS.map(({ op }) => `${PREFIX}${r.name}_${op}`)));
+      for (const { name, table } of existing) if (!wanted.has(name)) await client.query(`DROP TRIGGER ${ident(name)} ON ${ident(table)}`);
+      const have = new Set(existing.map((t) => t.name as string));
+      for (const resource of kinds) {
+        await client.query(pgFunction(resource));
+        for (const { op, event } of OPS) {
+          const name = `${PREFIX}${resource.name}_${op}`;
+          if (have.has(name)) continue;
+          const transition = event === 'DELETE' ? 'OLD TABLE AS restable_old' : 'NEW TABLE AS restable_new';
+          await client.query(
+            `CREATE TRIGGER ${ident(name)} AFTER ${event} ON ${ident(resource.name)} REFERENCING ${transition} FOR EACH STATEMENT EXECUTE FUNCTION ${ident(`${PREFIX}${resource.name}`)}()`,
+          );
+        }
       }
-    }
-    await client.query('COMMIT');
-    client.release();
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    client.release(true);
-    throw error;
-  }
+    },
+    true,
+  );
 }

@@ -15,7 +15,8 @@ import { LIMIT, type ListQuery } from '../query.js';
 import type { Field, Id, Resource } from '../resources.js';
 import type { Row } from '../validation.js';
 import { pgChangeLog } from './changes.js';
-import { afterRetries, isRetryable, isUnavailable, type PgError, pgUnavailableFrom, writeError } from './pg-errors.js';
+import { withConnection } from './pg-connection.js';
+import { isUnavailable, type PgError, pgUnavailableFrom, writeError } from './pg-errors.js';
 import {
   assignsRowid,
   type Buildable,
@@ -43,9 +44,6 @@ import {
   valuesOf,
 } from './sql.js';
 import { type Created, type KindStore, notFound, type Once, type Page, refusals, type Store } from './store.js';
-
-/** A transaction that lost a serialization race or a deadlock is run again this many times in all, then a 503. */
-const MAX_ATTEMPTS = 3;
 
 /** The most values one statement may bind (the protocol's 16-bit count). */
 const PG_MAX_PARAMETERS = 65535;
@@ -126,38 +124,6 @@ async function inSavepoint<T>(client: pg.PoolClient, work: (client: pg.PoolClien
   } catch (error) {
     await client.query('ROLLBACK TO SAVEPOINT restable_operation');
     throw error;
-  }
-}
-
-/**
- * Runs `work` on a connection of the pool, in a transaction when asked; a serialization failure or
- * a deadlock runs it again, up to MAX_ATTEMPTS. The connection goes back to the pool unless it broke
- * (pool.query would close it after any error: a 409 would then cost a new connection and its
- * prepared statements).
- */
-async function withConnection<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>, transaction = false): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    let client: pg.PoolClient;
-    try {
-      client = await pool.connect();
-    } catch (error) {
-      throw pgUnavailableFrom(error) ?? error;
-    }
-    let broken: Error | undefined;
-    try {
-      if (!transaction) return await work(client);
-      await client.query('BEGIN');
-      const result = await work(client);
-      await client.query('COMMIT');
-      return result;
-    } catch (error) {
-      if (error instanceof Error && isUnavailable(error)) broken = error;
-      else if (transaction) await client.query('ROLLBACK').catch((e: Error) => (broken = e));
-      if (isRetryable(error) && attempt < MAX_ATTEMPTS) continue;
-      throw afterRetries(error);
-    } finally {
-      client.release(broken);
-    }
   }
 }
 
