@@ -2,17 +2,16 @@
 // browser download) opens it, the test writes through the API, and the page shows each change as
 // its stream delivers it, newest on top, and catches up after its connection drops; with AUTH_TOKEN
 // set it asks for the token and opens the stream with a ticket. Every wait is a locator's, never a sleep.
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { CHANGES_SHOWN } from '../src/docs/changes-page.js';
+import { withBrowser } from './browser.helpers.js';
 import { ROOT, type Service, startService } from './helpers.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const TOKEN = 'changes-page-token-0123456789';
 /** How long a locator waits for the page (a change reaches it within a second; Chromium may start slowly). */
 const WAIT = { timeout: 15_000 };
@@ -24,32 +23,6 @@ interface Opened {
   failures: string[];
   /** Every request the page made to the service: method, path with query, and its Authorization header. */
   requests: { method: string; url: string; authorization?: string }[];
-}
-
-/** Runs `work` with a fresh Chromium profile, closed and removed afterwards whatever happens. */
-async function withBrowser(work: (browser: BrowserContext) => Promise<void>): Promise<void> {
-  const profile = mkdtempSync(join(tmpdir(), 'restable-chromium-'));
-  const browser = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1280, height: 1000 },
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
-  try {
-    await work(browser);
-  } finally {
-    await browser.close();
-    rmSync(profile, { recursive: true, force: true });
-  }
 }
 
 /**

@@ -1,5 +1,5 @@
-// Helpers of the change-feed suites that run several processes or instances on one database
-// (changes-processes.test.ts, changes-instances.pg.ts): concurrent writers that keep a ledger of
+// Helpers of the change-feed suites (changes.test.ts, and those that run several processes or instances on one database
+// (changes-processes.test.ts, changes-instances.pg.ts)): concurrent writers that keep a ledger of
 // what each acknowledged write must have recorded, element by element; readers that walk the feed
 // while they write; an event-stream client; and the comparison of a feed with the ledger and the data.
 import { request as httpRequest, type IncomingMessage } from 'node:http';
@@ -754,6 +754,8 @@ export interface EventStream {
   headers: IncomingMessage['headers'];
   /** Each complete event received, in order (one cut off by a disconnect is not). */
   events: { id: string; event: string; data: Change }[];
+  /** The comment lines received (the opening one, heartbeats). */
+  comments: string[];
   /** The body of an answer that is no stream (a problem). */
   text: string;
   /** The id of the last complete event: what a client resumes from (Last-Event-ID). */
@@ -773,6 +775,7 @@ export function openStream(base: string, path: string, headers: Record<string, s
         status: res.statusCode ?? 0,
         headers: res.headers,
         events: [],
+        comments: [],
         text: '',
         lastId: () => stream.events.at(-1)?.id,
         ended: new Promise((done) => res.on('close', () => done())),
@@ -794,7 +797,10 @@ export function openStream(base: string, path: string, headers: Record<string, s
           buffer = buffer.slice(end + 2);
           const fields: Record<string, string> = {};
           for (const line of block.split('\n')) {
-            if (line.startsWith(':')) continue;
+            if (line.startsWith(':')) {
+              stream.comments.push(line);
+              continue;
+            }
             const colon = line.indexOf(':');
             fields[line.slice(0, colon)] = line.slice(colon + 1).replace(/^ /, '');
           }

@@ -1,30 +1,10 @@
 // The change feed (API.md §8, issue 17) on one service, SQLite or PostgreSQL (TEST_BACKEND): what is
 // recorded and what is not, JSON pages, retention (410), Server-Sent Events, bounds, tickets.
-import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { type Change, newestOf, openStream as open, readFeed, type EventStream as Stream, sleep, until } from './changes.helpers.js';
 import { nextLink, type Reply, type Service, startService } from './helpers.js';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Polls `check` until it holds (every 20 ms, giving up after ~20 s): waits, asserts no duration. */
-async function until(what: string, check: () => boolean | Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 1000; i++) {
-    if (await check()) return;
-    await sleep(20);
-  }
-  throw new Error(`gave up waiting for ${what}`);
-}
-
-interface Change {
-  seq: number;
-  kind: string;
-  id: unknown;
-  op: string;
-  at: string;
-  element?: Record<string, unknown>;
-}
 
 const post = (service: Service, path: string, body: unknown) => service.request('POST', path, { body });
 const ok = (reply: Reply, status = 200) => {
@@ -33,73 +13,11 @@ const ok = (reply: Reply, status = 200) => {
 };
 
 /** Every change after `since`, page after page. */
-async function feed(service: Service, since = 0): Promise<Change[]> {
-  const changes: Change[] = [];
-  for (let at: string | undefined = `/_changes?since=${since}&limit=1000`; at; ) {
-    const reply = await service.request('GET', at);
-    changes.push(...ok(reply));
-    at = nextLink(reply);
-  }
-  return changes;
-}
-
-const newest = async (service: Service) => (await feed(service)).at(-1)?.seq ?? 0;
+const feed = (service: Service, since = 0) => readFeed(service.url, since);
+const newest = (service: Service) => newestOf(service.url);
 const summary = (changes: Change[]) => changes.map((c) => `${c.op} ${c.kind}/${c.id}`);
-
-/** An event stream of GET /_changes read as it arrives: its events and comments, parsed. */
-interface Stream {
-  status: number;
-  headers: IncomingMessage['headers'];
-  events: { id: string; event: string; data: Change }[];
-  comments: string[];
-  /** Raw text of an answer that is no stream (a problem). */
-  text: string;
-  ended: Promise<void>;
-  close: () => void;
-}
-
-function openStream(service: Service, path: string, headers: Record<string, string> = {}): Promise<Stream> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(`${service.url}${path}`, { headers: { accept: 'text/event-stream', ...headers } }, (res) => {
-      let buffer = '';
-      const stream: Stream = {
-        status: res.statusCode ?? 0,
-        headers: res.headers,
-        events: [],
-        comments: [],
-        text: '',
-        ended: new Promise((done) => res.on('close', () => done())),
-        close: () => req.destroy(),
-      };
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        if (stream.status !== 200) {
-          stream.text += chunk;
-          return;
-        }
-        buffer += chunk;
-        for (let end = buffer.indexOf('\n\n'); end !== -1; end = buffer.indexOf('\n\n')) {
-          const block = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          const fields: Record<string, string> = {};
-          for (const line of block.split('\n')) {
-            if (line.startsWith(':')) stream.comments.push(line);
-            else {
-              const colon = line.indexOf(':');
-              fields[line.slice(0, colon)] = line.slice(colon + 1).trimStart();
-            }
-          }
-          if (fields.data !== undefined)
-            stream.events.push({ id: fields.id as string, event: fields.event as string, data: JSON.parse(fields.data) });
-        }
-      });
-      res.on('error', () => undefined);
-      resolve(stream);
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
+/** An event stream of GET /_changes on `service`, read as it arrives. */
+const openStream = (service: Service, path: string, headers?: Record<string, string>) => open(service.url, path, headers);
 
 const recording = suite<{ service: Service }>('change feed: what is recorded');
 recording.before(async (ctx) => {

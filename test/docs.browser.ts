@@ -1,14 +1,12 @@
 // Browser test of /docs: Debian's Chromium (driven by playwright-core, no browser download) opens
 // the API reference offline, finds every resource kind, and saves a screenshot to test-output/.
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { withBrowser } from './browser.helpers.js';
 import { ROOT, type Service, startService } from './helpers.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const test = suite<{ service: Service }>('/docs in a browser');
 
 test.before(async (ctx) => {
@@ -17,23 +15,7 @@ test.before(async (ctx) => {
 test.after(async ({ service }) => service.close());
 
 test('renders the reference from local files, listing every resource kind', async ({ service }) => {
-  const profile = mkdtempSync(join(tmpdir(), 'restable-chromium-'));
-  const browser = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1280, height: 1600 },
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
-  try {
+  await withBrowser(async (browser) => {
     const page = await browser.newPage();
     const foreign: string[] = [];
     const failures: string[] = [];
@@ -64,10 +46,7 @@ test('renders the reference from local files, listing every resource kind', asyn
     }
     assert.equal(foreign, [], 'the page loaded something from outside the service');
     assert.equal(failures, []);
-  } finally {
-    await browser.close();
-    rmSync(profile, { recursive: true, force: true });
-  }
+  }, 1600);
 });
 
 test.run();
