@@ -11,7 +11,6 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { type AddressInfo, createServer } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -19,6 +18,7 @@ import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { available, load } from './load.js';
+import { freePort, waitUntilServing } from './processes.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -102,14 +102,6 @@ process.once('SIGINT', () => process.exit(130));
 
 // --- processes, ports, CPU (as bench/run.ts measures them; it runs its own main when imported) ---
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((done, fail) => server.once('error', fail).listen(0, '127.0.0.1', done));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((done) => server.close(done));
-  return port;
-}
-
 /** Starts the service of the checkout in `cwd` with `env`, its stdout (the request log) to `logFile`. */
 function spawnService(cwd: string, env: Record<string, string>, logFile: string, core: number | undefined): ChildProcess {
   const argv = [process.execPath, ...START_ARGV];
@@ -120,17 +112,6 @@ function spawnService(cwd: string, env: Record<string, string>, logFile: string,
   children.add(child);
   child.once('exit', () => children.delete(child));
   return child;
-}
-
-async function waitUntilServing(url: string, child: ChildProcess): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    if (child.exitCode !== null) throw new Error(`${url}: the service exited with ${child.exitCode} before serving`);
-    try {
-      if ((await fetch(`${url}/users/1`)).ok) return;
-    } catch {}
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`${url} did not start`);
 }
 
 /** Waits until `file` holds `count` lines matching `pattern` (a global regular expression). */

@@ -4,7 +4,6 @@
 //          --backend sqlite|postgres|sqlite,postgres (PostgreSQL: one instance and three behind haproxy) --pg-url <admin URL>
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { closeSync, copyFileSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { type AddressInfo, createServer } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -12,6 +11,7 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { available, type LoadResult, type LoadSpec, load } from './load.js';
+import { freePort, waitUntilServing } from './processes.js';
 import { makeWideInstall, type WideInstall } from './tables.js';
 
 const { values: args } = parseArgs({
@@ -562,30 +562,6 @@ function peakRss(pid: number): number {
     } catch {}
   }
   return kb / 1024;
-}
-
-/**
- * A port nobody listens on right now, picked by the OS: others may run servers (or this harness) on
- * the same machine, and a fixed port could make us load their server, or fail with EADDRINUSE.
- */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-async function waitUntilServing(url: string, child: ChildProcess): Promise<void> {
-  // 30 s: a schema of hundreds of tables is compiled at start-up.
-  for (let i = 0; i < 600; i++) {
-    if (child.exitCode !== null) throw new Error(`${url}: the server exited with ${child.exitCode} before serving`);
-    try {
-      if ((await fetch(`${url}/users/1`)).ok) return;
-    } catch {}
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`${url} did not start`);
 }
 
 interface Measure extends LoadResult {

@@ -4,13 +4,13 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { closeSync, copyFileSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
-import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { is } from 'drizzle-orm';
 import { SQLiteTable } from 'drizzle-orm/sqlite-core';
+import { freePort } from './processes.js';
 import { makeWideInstall } from './tables.js';
 
 const { values: args } = parseArgs({
@@ -45,14 +45,6 @@ function median(values: number[]): number {
   const at = (i: number) => sorted[i] as number;
   const mid = sorted.length >> 1;
   return sorted.length % 2 ? at(mid) : (at(mid - 1) + at(mid)) / 2;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((done, fail) => server.once('error', fail).listen(0, '127.0.0.1', done));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((done) => server.close(done));
-  return port;
 }
 
 /** One GET on a new connection (node:http, not fetch: the harness's own first fetch would load undici inside the timing). */

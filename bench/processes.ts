@@ -1,0 +1,28 @@
+// What the harnesses share about the servers they start: a free port to give each one, and the wait
+// until one serves (bench/run.ts, bench/feed.ts, bench/startup.ts).
+import type { ChildProcess } from 'node:child_process';
+import { type AddressInfo, createServer } from 'node:net';
+
+/**
+ * A port nobody listens on right now, picked by the OS: others may run servers (or this harness) on
+ * the same machine, and a fixed port could make us load their server, or fail with EADDRINUSE.
+ */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** Waits until the server `child` started answers GET /users/1 at `url` (30 s: hundreds of tables compile at start-up). */
+export async function waitUntilServing(url: string, child: ChildProcess): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    if (child.exitCode !== null) throw new Error(`${url}: the server exited with ${child.exitCode} before serving`);
+    try {
+      if ((await fetch(`${url}/users/1`)).ok) return;
+    } catch {}
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${url} did not start`);
+}
