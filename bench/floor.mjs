@@ -1,8 +1,14 @@
 // The floor: the least any Node server can do for the same answers as restable — node:http, one
 // prepared better-sqlite3 statement per answer, JSON.stringify; writes commit at synchronous=NORMAL.
 // Usage: DATABASE_PATH=… PORT=… node bench/floor.mjs
+// FLOOR_CONTRACT=1 adds only what API.md and the README require of every answer, done the cheapest
+// way known: an X-Request-Id (a new UUID), the four security headers, a SHA-1 ETag on elements and
+// one JSON log line per request (batched, written asynchronously). It measures what the contract
+// itself costs on node:http, whatever the code around it.
+import { randomUUID, hash } from 'node:crypto';
 import { createServer } from 'node:http';
 import Database from 'better-sqlite3';
+import pino from 'pino';
 
 const db = new Database(process.env.DATABASE_PATH, { timeout: 5000 });
 db.pragma('journal_mode = WAL');
@@ -17,10 +23,35 @@ const petsOf = db.prepare(`SELECT ${PET} FROM pets WHERE owner_id = ? ORDER BY i
 const insertUser = db.prepare(`INSERT INTO users (name, email, created_at, updated_at) VALUES (?, ?, ?, ?) RETURNING ${USER}`);
 const renameUser = db.prepare(`UPDATE users SET name = ?, updated_at = ? WHERE id = ? RETURNING ${USER}`);
 
-function send(res, status, value, headers = {}) {
+const CONTRACT = process.env.FLOOR_CONTRACT === '1';
+const SECURITY = [
+  'X-Content-Type-Options', 'nosniff', 'X-Frame-Options', 'DENY', 'Referrer-Policy', 'no-referrer',
+  'Content-Security-Policy', "default-src 'none'; frame-ancestors 'none'",
+];
+const log = CONTRACT ? pino.destination({ dest: 1, sync: false }) : undefined;
+let pending = '';
+const flush = () => {
+  if (pending !== '') log.write(pending);
+  pending = '';
+};
+if (CONTRACT) setInterval(flush, 100).unref();
+
+function send(res, status, value, headers = {}, element = false) {
   const body = JSON.stringify(value);
-  res.writeHead(status, { ...headers, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) });
+  if (!CONTRACT) {
+    res.writeHead(status, { ...headers, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) });
+    res.end(body);
+    return;
+  }
+  const id = randomUUID();
+  const list = ['X-Request-Id', id, ...SECURITY, 'Content-Type', 'application/json; charset=utf-8', 'Content-Length', Buffer.byteLength(body)];
+  for (const name in headers) list.push(name, headers[name]);
+  if (element && status < 300) list.push('ETag', `"${hash('sha1', body, 'base64url')}"`);
+  res.writeHead(status, list);
   res.end(body);
+  const path = JSON.stringify(res.req.url.split('?')[0]);
+  pending += `{"level":30,"time":${Date.now()},"service":"restable","requestId":"${id}","req":{"method":"${res.req.method}","path":${path}},"res":{"status":${status}},"durationMs":0.5,"msg":"${res.req.method} ${path.slice(1, -1)} ${status}"}\n`;
+  if (pending.length >= 32768) flush();
 }
 
 function readBody(req) {
@@ -45,22 +76,28 @@ const server = createServer(async (req, res) => {
   }
   if (method === 'GET') {
     const row = getUser.get(id);
-    return row ? send(res, 200, row) : send(res, 404, { status: 404 });
+    return row ? send(res, 200, row, {}, true) : send(res, 404, { status: 404 });
   }
   if (req.method === 'POST' && id === undefined) {
     const body = await readBody(req);
     const now = new Date().toISOString();
     const row = insertUser.get(body.name, body.email, now, now);
-    return send(res, 201, row, { Location: `/users/${row.id}` });
+    return send(res, 201, row, { Location: `/users/${row.id}` }, true);
   }
   if (req.method === 'PATCH') {
     const body = await readBody(req);
     const row = renameUser.get(body.name, new Date().toISOString(), id);
-    return row ? send(res, 200, row) : send(res, 404, { status: 404 });
+    return row ? send(res, 200, row, {}, true) : send(res, 404, { status: 404 });
   }
   send(res, 405, { status: 405 });
 });
 server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
   console.log(`floor listening on http://127.0.0.1:${server.address().port}`);
 });
-process.on('SIGTERM', () => server.close(() => db.close()));
+process.on('SIGTERM', () => server.close(() => {
+  db.close();
+  if (log) {
+    flush();
+    log.flushSync();
+  }
+}));
