@@ -5,7 +5,7 @@
 // way known: an X-Request-Id (a new UUID), the four security headers, a SHA-1 ETag on elements and
 // one JSON log line per request (batched, written asynchronously). It measures what the contract
 // itself costs on node:http, whatever the code around it.
-import { randomUUID, hash } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import Database from 'better-sqlite3';
 import pino from 'pino';
@@ -25,8 +25,14 @@ const renameUser = db.prepare(`UPDATE users SET name = ?, updated_at = ? WHERE i
 
 const CONTRACT = process.env.FLOOR_CONTRACT === '1';
 const SECURITY = [
-  'X-Content-Type-Options', 'nosniff', 'X-Frame-Options', 'DENY', 'Referrer-Policy', 'no-referrer',
-  'Content-Security-Policy', "default-src 'none'; frame-ancestors 'none'",
+  'X-Content-Type-Options',
+  'nosniff',
+  'X-Frame-Options',
+  'DENY',
+  'Referrer-Policy',
+  'no-referrer',
+  'Content-Security-Policy',
+  "default-src 'none'; frame-ancestors 'none'",
 ];
 const log = CONTRACT ? pino.destination({ dest: 1, sync: false }) : undefined;
 let pending = '';
@@ -44,7 +50,15 @@ function send(res, status, value, headers = {}, element = false) {
     return;
   }
   const id = randomUUID();
-  const list = ['X-Request-Id', id, ...SECURITY, 'Content-Type', 'application/json; charset=utf-8', 'Content-Length', Buffer.byteLength(body)];
+  const list = [
+    'X-Request-Id',
+    id,
+    ...SECURITY,
+    'Content-Type',
+    'application/json; charset=utf-8',
+    'Content-Length',
+    Buffer.byteLength(body),
+  ];
   for (const name in headers) list.push(name, headers[name]);
   if (element && status < 300) list.push('ETag', `"${hash('sha1', body, 'base64url')}"`);
   res.writeHead(status, list);
@@ -94,10 +108,12 @@ const server = createServer(async (req, res) => {
 server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
   console.log(`floor listening on http://127.0.0.1:${server.address().port}`);
 });
-process.on('SIGTERM', () => server.close(() => {
-  db.close();
-  if (log) {
-    flush();
-    log.flushSync();
-  }
-}));
+process.on('SIGTERM', () =>
+  server.close(() => {
+    db.close();
+    if (log) {
+      flush();
+      log.flushSync();
+    }
+  }),
+);
