@@ -1,7 +1,8 @@
 // The change feed (issue 17, API.md §8) on the compiled service at its defaults (DATABASE_SYNCHRONOUS=FULL,
 // LOG_LEVEL=info to a file), on SQLite and, with --pg-url (an admin URL), on PostgreSQL:
 // 1. the cost of recording: POST create and PATCH rates (wrk, 32 connections) of this build against the
-//    build in --baseline (a checkout from before the feed), in alternating rounds, medians and ratios;
+//    same build with the feed's triggers dropped (and the build in --baseline, a checkout from before the
+//    feed, when given), in alternating rounds, medians and ratios;
 // 2. the latency from commit to delivery: --clients Server-Sent Events clients (in a worker thread of this
 //    process) while a paced writer POSTs --rate creates a second; SQLite: one service with WORKERS=2,
 //    PostgreSQL: two instances on one database, clients and writes split between them. Every client must
@@ -296,16 +297,41 @@ type Backend = 'sqlite' | 'postgres';
 /**
  * `feed`: this build, nobody reading the feed (the cost of recording alone); `feed + 1 stream`: the
  * same with one SSE client following the feed during the load (what reading and sending the changes
- * adds: SQLite reads the log in the service's own process, PostgreSQL also sequences it); `no feed`:
- * the build in --baseline.
+ * adds: SQLite reads the log in the service's own process, PostgreSQL also sequences it);
+ * `triggers off`: the same build with the recording triggers dropped once it has started, so that the
+ * only difference is the recording itself (the issue's "feed on vs off"); `no feed`: the build in
+ * --baseline (the commit before the feed existed).
  */
-type Variant = 'feed' | 'feed + 1 stream' | 'no feed';
+type Variant = 'feed' | 'feed + 1 stream' | 'triggers off' | 'no feed';
 interface Build {
   name: Variant;
   dir: string;
   /** Its seeded SQLite file (migrated by its own migrate command). */
   seedFile: string;
   stream: boolean;
+  /** Drop the feed's triggers once the service has installed them (nothing is recorded). */
+  dropTriggers?: boolean;
+}
+/** What `feed` is judged against: the same build without recording. */
+const REFERENCE: Variant = 'triggers off';
+
+/** Drops every trigger of the feed (named restable_changes_*) from a running service's database. */
+async function dropFeedTriggers(backend: Backend, target: string): Promise<void> {
+  if (backend === 'sqlite') {
+    const sqlite = new Database(target, { timeout: 5000 });
+    const names = sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'restable_changes_%'").pluck().all();
+    for (const name of names) sqlite.exec(`DROP TRIGGER "${name}"`);
+    sqlite.close();
+    if (names.length === 0) throw new Error('the service installed no change-feed trigger to drop');
+    return;
+  }
+  await withClient(target, async (client) => {
+    const { rows } = await client.query(
+      "SELECT t.tgname AS name, c.relname AS table FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE NOT t.tgisinternal AND t.tgname LIKE 'restable_changes_%'",
+    );
+    for (const { name, table } of rows) await client.query(`DROP TRIGGER "${name}" ON "${table}"`);
+    if (rows.length === 0) throw new Error('the service installed no change-feed trigger to drop');
+  });
 }
 const SCENARIOS = [
   {
@@ -384,6 +410,8 @@ async function measureWrites(
     child = spawnService(build.dir, env, join(data, 'stdout.log'), SERVER_CORE);
     const url = `http://127.0.0.1:${port}`;
     await waitUntilServing(url, child);
+    if (build.dropTriggers)
+      await dropFeedTriggers(backend, backend === 'sqlite' ? join(data, 'app.db') : (database as { url: string }).url);
     if (build.stream) stream = follow(url);
     const options = { url, connections: CONNECTIONS, rows: ROWS, core: GENERATOR_CORE, scratch: data };
     await load(scenario.spec, { ...options, duration: 1 });
@@ -417,7 +445,7 @@ async function measureWrites(
         return Number(counted.rows[0].n);
       });
     }
-    if (build.name !== 'no feed' && changes < result.requests) {
+    if ((build.name === 'feed' || build.name === 'feed + 1 stream') && changes < result.requests) {
       throw new Error(`${scenario.name} on ${backend}: ${result.requests} writes answered but only ${changes} changes recorded`);
     }
     return {
@@ -881,6 +909,7 @@ process.stderr.write('done\n');
 const builds: Build[] = [
   { name: 'feed', dir: ROOT, seedFile: 'app.db', stream: false },
   { name: 'feed + 1 stream', dir: ROOT, seedFile: 'app.db', stream: true },
+  { name: 'triggers off', dir: ROOT, seedFile: 'app.db', stream: false, dropTriggers: true },
   ...(BASELINE ? [{ name: 'no feed', dir: BASELINE, seedFile: 'baseline.db', stream: false } satisfies Build] : []),
 ];
 const costs: CostRow[] = [];
@@ -932,10 +961,10 @@ const costLines = [
   '',
   `### The cost of recording: wrk, ${CONNECTIONS} connections, 1 s warm-up + ${DURATION} s, ${ROUNDS} round${ROUNDS === 1 ? '' : 's'} in alternation, medians`,
   '',
-  `The service pinned to core ${SERVER_CORE ?? '–'}, wrk to core ${GENERATOR_CORE ?? '–'}${postgres ? ', PostgreSQL unpinned' : ''}; ${ROWS.toLocaleString('en')} users. \`feed\`: this build, nobody reading the feed (recording alone); \`no feed\`: the build in --baseline; \`feed + 1 stream\`: this build with one SSE client following the feed during the load. \`per round\` pairs the runs of each round (measured seconds apart): a range that straddles 1 is noise. CPU per request: the service's process, and the whole PostgreSQL server.`,
+  `The service pinned to core ${SERVER_CORE ?? '–'}, wrk to core ${GENERATOR_CORE ?? '–'}${postgres ? ', PostgreSQL unpinned' : ''}; ${ROWS.toLocaleString('en')} users. \`feed\`: this build, nobody reading the feed (recording alone); \`triggers off\`: the same build with the feed's triggers dropped after it started (nothing recorded); \`feed + 1 stream\`: this build with one SSE client following the feed during the load; \`no feed\`: the build in --baseline, from before the feed. \`per round\` pairs the runs of each round (measured seconds apart): a range that straddles 1 is noise. CPU per request: the service's process, and the whole PostgreSQL server.`,
   '',
-  '| backend | scenario | feed req/s | no feed req/s | feed / no feed | per round: median (min–max) | feed + 1 stream req/s | ÷ no feed | p99 ms (feed / 1 stream / no feed) | service CPU µs/req (feed / no feed) | PostgreSQL CPU µs/req (feed / no feed) |',
-  '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+  '| backend | scenario | feed req/s | triggers off req/s | feed / triggers off | per round: median (min–max) | feed + 1 stream req/s | ÷ triggers off | no feed req/s | feed / no feed | p99 ms (feed / 1 stream / triggers off) | service CPU µs/req (feed / triggers off) | PostgreSQL CPU µs/req (feed / triggers off) |',
+  '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
 ];
 if (costs.length) lines.push(...costLines);
 const count = (value: number, digits = 0) => (Number.isFinite(value) ? value.toLocaleString('en', { maximumFractionDigits: digits }) : '–');
@@ -943,13 +972,11 @@ for (const row of costs) {
   const runs = (variant: Variant) => row.runs.get(variant) ?? [];
   const pick = (variant: Variant, f: (m: WriteMeasure) => number) => (runs(variant).length ? median(runs(variant).map(f)) : Number.NaN);
   const rate = (variant: Variant) => pick(variant, (m) => m.rps);
-  const paired = runs('no feed').map((m, i) => (runs('feed')[i]?.rps ?? Number.NaN) / m.rps);
-  const range = paired.length
-    ? `${median(paired).toFixed(2)} (${Math.min(...paired).toFixed(2)}–${Math.max(...paired).toFixed(2)})`
-    : '– (no --baseline)';
+  const paired = runs(REFERENCE).map((m, i) => (runs('feed')[i]?.rps ?? Number.NaN) / m.rps);
+  const range = paired.length ? `${median(paired).toFixed(2)} (${Math.min(...paired).toFixed(2)}–${Math.max(...paired).toFixed(2)})` : '–';
   const ratio = (a: number, b: number) => (Number.isFinite(a / b) ? (a / b).toFixed(2) : '–');
   lines.push(
-    `| ${row.backend === 'sqlite' ? 'SQLite' : 'PostgreSQL'} | ${row.scenario} | ${count(rate('feed'))} | ${count(rate('no feed'))} | ${ratio(rate('feed'), rate('no feed'))} | ${range} | ${count(rate('feed + 1 stream'))} | ${ratio(rate('feed + 1 stream'), rate('no feed'))} | ${(['feed', 'feed + 1 stream', 'no feed'] as const).map((v) => ms(pick(v, (m) => m.p99))).join(' / ')} | ${count(pick('feed', (m) => m.serviceCpu))} / ${count(pick('no feed', (m) => m.serviceCpu))} | ${count(pick('feed', (m) => m.databaseCpu))} / ${count(pick('no feed', (m) => m.databaseCpu))} |`,
+    `| ${row.backend === 'sqlite' ? 'SQLite' : 'PostgreSQL'} | ${row.scenario} | ${count(rate('feed'))} | ${count(rate(REFERENCE))} | ${ratio(rate('feed'), rate(REFERENCE))} | ${range} | ${count(rate('feed + 1 stream'))} | ${ratio(rate('feed + 1 stream'), rate(REFERENCE))} | ${count(rate('no feed'))} | ${ratio(rate('feed'), rate('no feed'))} | ${(['feed', 'feed + 1 stream', REFERENCE] as const).map((v) => ms(pick(v, (m) => m.p99))).join(' / ')} | ${count(pick('feed', (m) => m.serviceCpu))} / ${count(pick(REFERENCE, (m) => m.serviceCpu))} | ${count(pick('feed', (m) => m.databaseCpu))} / ${count(pick(REFERENCE, (m) => m.databaseCpu))} |`,
   );
 }
 if (latencies.length)
@@ -983,11 +1010,11 @@ for (const r of latencies) {
 }
 const worst = Math.max(...latencies.map((r) => percentile(r.fromAnswer, 99)));
 const ratios = costs
-  .filter((c) => c.runs.get('no feed')?.length)
-  .map((c) => median((c.runs.get('feed') ?? []).map((m) => m.rps)) / median((c.runs.get('no feed') ?? []).map((m) => m.rps)));
+  .filter((c) => c.runs.get(REFERENCE)?.length)
+  .map((c) => median((c.runs.get('feed') ?? []).map((m) => m.rps)) / median((c.runs.get(REFERENCE) ?? []).map((m) => m.rps)));
 lines.push(
   '',
-  `Targets${SMOKE ? ' (a smoke run: not judged)' : ''}: recording costs at most 10 %: ${ratios.length ? `${ratios.every((r) => r >= 0.9) ? 'met' : '**not met**'} (feed / no feed ${ratios.map((r) => r.toFixed(2)).join(', ')})` : 'not measured'}; a change reaches every client within 1 s: ${latencies.length ? `p99 ${ms(worst)} ms, ${worst < 1000 ? 'met' : '**not met**'}` : 'not measured'}.`,
+  `Targets${SMOKE ? ' (a smoke run: not judged)' : ''}: recording costs at most 10 %: ${ratios.length ? `${ratios.every((r) => r >= 0.9) ? 'met' : '**not met**'} (feed / triggers off ${ratios.map((r) => r.toFixed(2)).join(', ')})` : 'not measured'}; a change reaches every client within 1 s: ${latencies.length ? `p99 ${ms(worst)} ms, ${worst < 1000 ? 'met' : '**not met**'}` : 'not measured'}.`,
 );
 console.log(`\n${lines.join('\n')}`);
 const problems = latencies.flatMap((r) => r.problems);

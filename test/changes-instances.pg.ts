@@ -3,6 +3,7 @@
 // transactions commit in another order than they wrote, while readers on both instances walk the
 // feed: each sees every change once, in seq order, seqs without a gap, as acknowledged, and both
 // instances serve the same feed; event streams carry what the other instance wrote and resume there.
+import pg from 'pg';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import {
@@ -198,3 +199,33 @@ instances('a stream resumed with Last-Event-ID on the other instance continues a
 });
 
 instances.run();
+
+const upgrade = suite('change feed: a database set up by an earlier version');
+
+upgrade('a pending table with the primary key of earlier versions loses it at start, and changes still flow', async () => {
+  const database = await createPgDatabase();
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  let service: Process | undefined;
+  try {
+    await client.query(
+      'CREATE TABLE restable_changes_pending (local bigserial PRIMARY KEY, kind text NOT NULL, key jsonb NOT NULL, op text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())',
+    );
+    service = await spawnService({ DATABASE_URL: database.url });
+    const { rows } = await client.query("SELECT conname FROM pg_constraint WHERE conrelid = 'restable_changes_pending'::regclass");
+    assert.equal(rows, [], 'no constraint (and so no index) is left on the pending table');
+    const created = await request(service.url, 'POST', '/users', { body: { name: 'Ada', email: 'ada@example.com' } });
+    assert.is(created.status, 201);
+    const feed = await readFeed(service.url);
+    assert.equal(
+      feed.map((c) => [c.op, c.kind, c.id]),
+      [['create', 'users', (created.body as { id: number }).id]],
+    );
+  } finally {
+    await service?.stop();
+    await client.end();
+    await database.drop();
+  }
+});
+
+upgrade.run();
