@@ -26,6 +26,9 @@ ready() {
     curl -fsS "$base/readyz" >/dev/null 2>&1 && return 0
     sleep 0.2
   done
+  # Not ready in 30 s: show why (the service's own lines, and how the container ended).
+  docker logs --tail 20 "$name" 2>&1 | sed 's/^/        log: /'
+  echo "        state: $(docker inspect -f '{{.State.Status}} exit {{.State.ExitCode}} {{.State.Error}}' "$name" 2>&1)"
   return 1
 }
 healthy() {
