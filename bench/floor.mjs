@@ -64,7 +64,7 @@ function send(res, status, value, headers = {}, element = false) {
   res.writeHead(status, list);
   res.end(body);
   const path = JSON.stringify(res.req.url.split('?')[0]);
-  pending += `{"level":30,"time":${Date.now()},"service":"restable","requestId":"${id}","req":{"method":"${res.req.method}","path":${path}},"res":{"status":${status}},"durationMs":0.5,"msg":"${res.req.method} ${path.slice(1, -1)} ${status}"}\n`;
+  pending += `{"level":30,"time":${Date.now()},"service":"restable","requestId":"${id}","req":{"method":"${res.req.method}","path":${path}},"res":{"status":${status}},"durationMs":${Math.round((performance.now() - res.startedAt) * 100) / 100},"msg":"${res.req.method} ${path.slice(1, -1)} ${status}"}\n`;
   if (pending.length >= 32768) flush();
 }
 
@@ -77,6 +77,7 @@ function readBody(req) {
 }
 
 const server = createServer(async (req, res) => {
+  if (CONTRACT) res.startedAt = performance.now();
   const [path] = req.url.split('?');
   const parts = path.split('/');
   if (parts[1] !== 'users') return send(res, 404, { status: 404 });
