@@ -19,7 +19,7 @@ import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { available, load } from './load.js';
-import { freePort, waitUntilServing } from './processes.js';
+import { freePort, GENERATOR_CORE, SERVER_CORE, waitUntilServing } from './processes.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -80,17 +80,6 @@ if (!WRK?.startsWith('wrk')) throw new Error('wrk is not installed (Debian: apt-
 
 /** node's arguments as `npm start` gives them, as bench/run.ts starts the service. */
 const START_ARGV = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start as string).split(/\s+/).slice(1);
-const hasTaskset = (() => {
-  try {
-    execFileSync('taskset', ['-c', '0', 'true']);
-    return cpus().length > 1;
-  } catch {
-    return false;
-  }
-})();
-/** As in bench/run.ts: a single-process service on core 1, wrk on core 0. The latency runs pin nothing. */
-const SERVER_CORE = hasTaskset ? 1 : undefined;
-const GENERATOR_CORE = hasTaskset ? 0 : undefined;
 
 const scratch = mkdtempSync(join(tmpdir(), 'restable-feed-'));
 /** Every process this run started, stopped at exit whatever happens. */

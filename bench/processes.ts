@@ -1,7 +1,21 @@
-// What the harnesses share about the servers they start: a free port to give each one, and the wait
-// until one serves (bench/run.ts, bench/feed.ts, bench/startup.ts).
-import type { ChildProcess } from 'node:child_process';
+// What the harnesses share about the servers they start: a free port to give each one, the cores to
+// pin them and their load generator to, and the wait until one serves (bench/run.ts, feed.ts, startup.ts).
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import { type AddressInfo, createServer } from 'node:net';
+import { cpus } from 'node:os';
+
+/** Whether processes can be pinned to a core here: taskset is installed and there is more than one core. */
+export const hasTaskset = (() => {
+  try {
+    execFileSync('taskset', ['-c', '0', 'true']);
+    return cpus().length > 1;
+  } catch {
+    return false;
+  }
+})();
+/** Single-process servers run on core 1 and the load generator on core 0, so neither takes the other's CPU. */
+export const SERVER_CORE = hasTaskset ? 1 : undefined;
+export const GENERATOR_CORE = hasTaskset ? 0 : undefined;
 
 /**
  * A port nobody listens on right now, picked by the OS: others may run servers (or this harness) on

@@ -11,7 +11,7 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { available, type LoadResult, type LoadSpec, load } from './load.js';
-import { freePort, waitUntilServing } from './processes.js';
+import { freePort, GENERATOR_CORE, hasTaskset, SERVER_CORE, waitUntilServing } from './processes.js';
 import { makeWideInstall, type WideInstall } from './tables.js';
 
 const { values: args } = parseArgs({
@@ -59,17 +59,6 @@ for (const [name, value, least] of [
 ] as const) {
   if (!Number.isInteger(value) || value < least) throw new Error(`${name} must be a whole number ≥ ${least}`);
 }
-const hasTaskset = (() => {
-  try {
-    execFileSync('taskset', ['-c', '0', 'true']);
-    return cpus().length > 1;
-  } catch {
-    return false;
-  }
-})();
-/** Single-process servers run on core 1 and the load generator on core 0, so neither takes the other's CPU. */
-const SERVER_CORE = hasTaskset ? 1 : undefined;
-const GENERATOR_CORE = hasTaskset ? 0 : undefined;
 
 type Kind = 'restable' | 'floor' | 'json-server';
 interface ServerSpec {
