@@ -19,7 +19,7 @@ import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { available, load } from './load.js';
-import { freePort, GENERATOR_CORE, SERVER_CORE, waitUntilServing } from './processes.js';
+import { freePort, GENERATOR_CORE, SERVER_CORE, START_ARGV, waitUntilServing } from './processes.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -77,9 +77,6 @@ if (BASELINE && !['dist/main.js', 'dist/cli/migrate.js', 'node_modules'].every((
 }
 const WRK = await available('wrk', '-v');
 if (!WRK?.startsWith('wrk')) throw new Error('wrk is not installed (Debian: apt-get install wrk)');
-
-/** node's arguments as `npm start` gives them, as bench/run.ts starts the service. */
-const START_ARGV = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start as string).split(/\s+/).slice(1);
 
 const scratch = mkdtempSync(join(tmpdir(), 'restable-feed-'));
 /** Every process this run started, stopped at exit whatever happens. */

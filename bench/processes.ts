@@ -1,8 +1,17 @@
 // What the harnesses share about the servers they start: a free port to give each one, the cores to
-// pin them and their load generator to, and the wait until one serves (bench/run.ts, feed.ts, startup.ts).
+// pin them and their load generator to, and the wait until one serves (bench/run.ts, feed.ts, startup.ts, soak.ts, service.ts).
 import { type ChildProcess, execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { cpus } from 'node:os';
+
+/**
+ * node's arguments as `npm start` gives them (its V8 flags, then dist/main.js): every harness starts
+ * the service the way users do, so what it measures is the default configuration.
+ */
+export const START_ARGV = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).scripts.start as string)
+  .split(/\s+/)
+  .slice(1);
 
 /** Whether processes can be pinned to a core here: taskset is installed and there is more than one core. */
 export const hasTaskset = (() => {

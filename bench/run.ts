@@ -11,7 +11,7 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { available, type LoadResult, type LoadSpec, load } from './load.js';
-import { freePort, GENERATOR_CORE, hasTaskset, SERVER_CORE, waitUntilServing } from './processes.js';
+import { freePort, GENERATOR_CORE, hasTaskset, SERVER_CORE, START_ARGV, waitUntilServing } from './processes.js';
 import { makeWideInstall, type WideInstall } from './tables.js';
 
 const { values: args } = parseArgs({
@@ -84,8 +84,6 @@ interface ServerSpec {
  * is FULL. The floor commits at NORMAL: the issue's targets compare the two as they are.
  */
 const restableEnv = (data: string, port: number) => ({ DATABASE_PATH: join(data, 'app.db'), PORT: String(port) });
-/** node's arguments as `npm start` gives them (its V8 flags and dist/main.js): the default configuration is how users start it. */
-const START_ARGV = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start as string).split(/\s+/).slice(1);
 const restable = (data: string, port: number) => ({ argv: START_ARGV, env: restableEnv(data, port) });
 /** The default configuration over PostgreSQL: only the database URL and the port. */
 function restablePostgres(_data: string, port: number, databaseUrl?: string) {

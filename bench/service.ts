@@ -1,13 +1,14 @@
 // The compiled service (dist/main.js) as a benchmark's own child process: started on a database the
 // caller names, resolved once it listens, stopped with SIGTERM (and never left behind by this process).
 import { spawn } from 'node:child_process';
+import { START_ARGV } from './processes.js';
 
 /**
  * Starts dist/main.js with `database` (DATABASE_PATH or DATABASE_URL) on a free port at LOG_LEVEL=info,
  * and resolves with its base URL once it listens. The request log goes on, unread.
  */
 export async function startService(database: Record<string, string>): Promise<{ base: string; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, ['dist/main.js'], {
+  const child = spawn(process.execPath, START_ARGV, {
     env: { ...process.env, ...database, PORT: '0', LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
+import { START_ARGV } from './processes.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -21,7 +22,7 @@ const slices = Number(args.slices);
 const sliceSeconds = Math.max(1, Math.round((Number(args.minutes) * 60) / slices));
 const dir = mkdtempSync(join(tmpdir(), 'restable-soak-'));
 const port = 39300;
-const child = spawn(process.execPath, ['dist/main.js'], {
+const child = spawn(process.execPath, START_ARGV, {
   env: { ...process.env, DATABASE_PATH: join(dir, 'soak.db'), PORT: String(port), LOG_LEVEL: 'silent' },
   stdio: ['ignore', 'ignore', 'inherit'],
 });

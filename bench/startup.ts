@@ -10,7 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { is } from 'drizzle-orm';
 import { SQLiteTable } from 'drizzle-orm/sqlite-core';
-import { freePort } from './processes.js';
+import { freePort, START_ARGV } from './processes.js';
 import { makeWideInstall } from './tables.js';
 
 const { values: args } = parseArgs({
@@ -31,8 +31,6 @@ if (!Number.isInteger(RUNS) || RUNS < 1) throw new Error('--runs must be a whole
 if (COUNTS.some((n) => !Number.isInteger(n)) || (PROFILE !== undefined && !Number.isInteger(PROFILE))) {
   throw new Error('--tables and --profile take whole numbers');
 }
-/** node's arguments as `npm start` gives them, as bench/run.ts starts it: users start it that way. */
-const START_ARGV = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start as string).split(/\s+/).slice(1);
 const work = mkdtempSync(join(tmpdir(), 'restable-startup-'));
 
 /** How many tables the shipped schema has: that count is served by this checkout as it is, more by a generated install. */

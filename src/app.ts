@@ -95,7 +95,7 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
         sendJson(res, 200, { status: 'ready' });
       }),
     ),
-    serviceEndpoint('/openapi.json', 'This OpenAPI 3.1 document', (_req, res) => send(res, openapi)),
+    serviceEndpoint('/openapi.json', 'This OpenAPI 3.1 document', (_req, res) => send(res, openapiDocument())),
     serviceEndpoint(
       '/docs',
       'The API reference for people (HTML)',
@@ -114,18 +114,26 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
     stopping: () => shuttingDown,
   });
   services.push(...feed.endpoints);
-  const openapi: JsonResponse = {
-    status: 200,
-    headers: {},
-    body: JSON.stringify(
-      toOpenApi(registry, {
-        title: 'restable',
-        version: VERSION,
-        auth: Boolean(config.authToken),
-        rateLimit: config.rateLimit > 0,
-        services,
-      }),
-    ),
+  /**
+   * The OpenAPI document, built on its first request and kept: with many kinds it is large (300 tables:
+   * ~13 MB of JSON, several times that while it is built), and most processes never serve it.
+   */
+  let openapi: JsonResponse | undefined;
+  const openapiDocument = (): JsonResponse => {
+    openapi ??= {
+      status: 200,
+      headers: {},
+      body: JSON.stringify(
+        toOpenApi(registry, {
+          title: 'restable',
+          version: VERSION,
+          auth: Boolean(config.authToken),
+          rateLimit: config.rateLimit > 0,
+          services,
+        }),
+      ),
+    };
+    return openapi;
   };
   /** Read (or made and stored) on first use; a database that cannot give it yet answers 503. */
   const cursors = createCursorCodec(backend.cursorKey);
