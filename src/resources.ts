@@ -77,7 +77,7 @@ export interface Resource {
   elementPath: (row: Record<string, unknown>) => string;
   /** Fields a client may not set on create (the server assigns them). */
   serverAssigned: Set<string>;
-  /** Zod schema of a create body, read-only fields removed; unknown fields fail. */
+  /** Zod schema of a create body, read-only fields removed; unknown fields fail (built on first use, as replaceSchema). */
   createSchema: z.ZodObject;
   /** Zod schema of a full replacement (PUT, and the result of a PATCH). */
   replaceSchema: z.ZodObject;
@@ -294,20 +294,27 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
   const fields = Object.entries(columns).map(([key, column]) => ({ key, column, readOnly: readOnly.has(key) }));
   const key = keyFields.map((k) => fields.find((f) => f.key === k) as Field);
   const path = `/${encodeURIComponent(name)}`;
-  const generated = (view ? z.object({}) : createInsertSchema(source, valueRules(columns) as never)) as unknown as z.ZodObject;
-  // A key the client gives is required, whatever drizzle-zod infers (an INTEGER PRIMARY KEY would take a
-  // rowid, a composite key column without NOT NULL a NULL): an element must be addressable by it.
-  const given = keyFields.filter((k) => !serverAssigned.has(k) && generated.shape[k] instanceof z.ZodOptional);
-  const insert = given.length
-    ? generated.extend(Object.fromEntries(given.map((k) => [k, (generated.shape[k] as z.ZodOptional).unwrap()])))
-    : generated;
-  const omit = (keys: Set<string>) =>
-    insert
-      .omit(
-        Object.fromEntries([...keys].filter((k) => k in insert.shape).map((k) => [k, true])) as Record<string, true> &
-          Record<number, never>,
-      )
-      .strict();
+  /** The zod schemas of create and replace bodies, built on the kind's first write: 300 kinds pay for those written to. */
+  let bodies: { create: z.ZodObject; replace: z.ZodObject } | undefined;
+  const bodySchemas = () => {
+    if (bodies) return bodies;
+    const generated = (view ? z.object({}) : createInsertSchema(source, valueRules(columns) as never)) as unknown as z.ZodObject;
+    // A key the client gives is required, whatever drizzle-zod infers (an INTEGER PRIMARY KEY would take a
+    // rowid, a composite key column without NOT NULL a NULL): an element must be addressable by it.
+    const given = keyFields.filter((k) => !serverAssigned.has(k) && generated.shape[k] instanceof z.ZodOptional);
+    const insert = given.length
+      ? generated.extend(Object.fromEntries(given.map((k) => [k, (generated.shape[k] as z.ZodOptional).unwrap()])))
+      : generated;
+    const omit = (keys: Set<string>) =>
+      insert
+        .omit(
+          Object.fromEntries([...keys].filter((k) => k in insert.shape).map((k) => [k, true])) as Record<string, true> &
+            Record<number, never>,
+        )
+        .strict();
+    bodies = { create: omit(serverAssigned), replace: omit(readOnly) };
+    return bodies;
+  };
 
   return {
     name,
@@ -318,8 +325,12 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
     key,
     ...keyCodec(key, path),
     serverAssigned,
-    createSchema: omit(serverAssigned),
-    replaceSchema: omit(readOnly),
+    get createSchema() {
+      return bodySchemas().create;
+    },
+    get replaceSchema() {
+      return bodySchemas().replace;
+    },
     foreignKeys: [],
     referencedBy: [],
     readOnly,

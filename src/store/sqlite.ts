@@ -101,6 +101,12 @@ function prepare(sqlite: Database.Database, query: Buildable): Prepared {
   return { statement: sqlite.prepare(text), args };
 }
 
+/** A value made on its first use, then kept (a statement prepared when it is first run). */
+function onFirstUse<T>(make: () => T): () => T {
+  let value: T | undefined;
+  return () => (value ??= make());
+}
+
 /** The most values one statement may bind (SQLITE_MAX_VARIABLE_NUMBER since SQLite 3.32). */
 const SQLITE_MAX_PARAMETERS = 32766;
 
@@ -179,12 +185,13 @@ function createKindStore(
   };
   // A kind without a key has no element: only its lists are served (a view has no table to write).
   const keyed = keyColumns.length > 0;
-  const byId = keyed ? selecting(db.select(selection).from(table).where(keyCondition(keyColumns))).statement : undefined;
-  const deleteRow = keyed ? prepare(sqlite, db.delete(table).where(keyCondition(keyColumns))).statement : undefined;
+  // Every statement is prepared on the kind's first use of it: a schema of 300 kinds costs no memory for those never served.
+  const byId = onFirstUse(() => selecting(db.select(selection).from(table).where(keyCondition(keyColumns))).statement);
+  const deleteRow = onFirstUse(() => prepare(sqlite, db.delete(table).where(keyCondition(keyColumns))).statement);
   /** Whether a key names a row: no column is read (a related list asks it of its parent on every request). */
-  const existsById = keyed
-    ? prepare(sqlite, db.select({ one: sql`1` }).from(table).where(keyCondition(keyColumns))).statement.pluck()
-    : undefined;
+  const existsById = onFirstUse(() =>
+    prepare(sqlite, db.select({ one: sql`1` }).from(table).where(keyCondition(keyColumns))).statement.pluck(),
+  );
   /** The values of `fields` as placeholders named by their keys. */
   const placeholders = (fields: Field[]) => Object.fromEntries(fields.map((f) => [f.key, sql.placeholder(f.key)]));
 
@@ -272,12 +279,14 @@ function createKindStore(
   // A kind whose every field is its key has nothing to set: a PUT or PATCH only checks and answers the row.
   const updateRow =
     keyed && rules.updated.length > 0
-      ? selecting(
-          db
-            .update(table)
-            .set(placeholders(rules.updated) as never)
-            .where(keyCondition(keyColumns))
-            .returning(selection as never),
+      ? onFirstUse(() =>
+          selecting(
+            db
+              .update(table)
+              .set(placeholders(rules.updated) as never)
+              .where(keyCondition(keyColumns))
+              .returning(selection as never),
+          ),
         )
       : undefined;
   const listStatements = new Map<string, Prepared>();
@@ -364,7 +373,7 @@ function createKindStore(
 
   /** The row with key `id`, or undefined. */
   function find(id: Id): Row | undefined {
-    const values = atKey<unknown[] | undefined>(byId as Database.Statement, 'get', id);
+    const values = atKey<unknown[] | undefined>(byId(), 'get', id);
     return values && toRow(values);
   }
 
@@ -448,7 +457,7 @@ function createKindStore(
         return rowsOf(prepared, values);
       },
       get: find,
-      exists: (id) => atKey(existsById as Database.Statement, 'get', id) !== undefined,
+      exists: (id) => atKey(existsById(), 'get', id) !== undefined,
       list(query, scope): Page {
         const after = positionOf(query, (rowid) => {
           const values = rowidStatements().byRowid.get(rowid) as unknown[] | undefined;
@@ -512,7 +521,8 @@ function createKindStore(
             next = rules.forUpdate(change(current(id)), sqlDefaultOf);
             if (!updateRow) return current(id);
             const values = Object.assign(valuesOf(rules.updated, next), keyArgs(id));
-            return toRow(updateRow.statement.get(updateRow.args(values)) as unknown[]);
+            const { statement, args } = updateRow();
+            return toRow(statement.get(args(values)) as unknown[]);
           },
           () => next,
         );
@@ -520,7 +530,7 @@ function createKindStore(
       remove(id, check) {
         return write('remove', () => {
           check(current(id));
-          atKey(deleteRow as Database.Statement, 'run', id);
+          atKey(deleteRow(), 'run', id);
         });
       },
     };
