@@ -93,8 +93,7 @@ function echoSchema(element: Json): Json {
 }
 
 /** A create body for a related path (POST /<parent>/{id}/<children>): the path supplies `field`, so the body may leave it out. */
-function relatedCreateSchema(resource: Resource, field: string, parent: string): Json {
-  const schema = jsonSchema(resource.createSchema);
+function relatedCreateSchema(schema: Json, field: string, parent: string): Json {
   const properties = { ...(schema.properties as Record<string, Json>) };
   properties[field] = {
     ...withoutNull(properties[field] ?? {}),
@@ -105,10 +104,10 @@ function relatedCreateSchema(resource: Resource, field: string, parent: string):
   return { ...rest, properties, ...(required.length > 0 ? { required } : {}) };
 }
 
-/** A PUT body: the writable fields (required ones without default required), plus the read-only ones as echoes. */
-function replaceSchema(resource: Resource): Json {
+/** A PUT body: the writable fields (required ones without default required), plus the read-only ones as echoes of the element's. */
+function replaceSchema(resource: Resource, elementJson: Json): Json {
   const schema = jsonSchema(resource.replaceSchema);
-  const element = elementSchema(resource).properties as Record<string, Json>;
+  const element = elementJson.properties as Record<string, Json>;
   const properties = { ...(schema.properties as Json) };
   for (const key of resource.readOnly) properties[key] = echoSchema(element[key] ?? {});
   return { ...schema, properties };
@@ -119,8 +118,8 @@ function replaceSchema(resource: Resource): Json {
  * which then takes its default or null, so null is allowed only where that is valid (a nullable
  * field or one with a default). On a required field, and on a read-only one, null is a 422.
  */
-function patchSchema(resource: Resource): Json {
-  const { required = [], ...schema } = replaceSchema(resource) as Json & { required?: string[] };
+function patchSchema(resource: Resource, replace: Json): Json {
+  const { required = [], ...schema } = replace as Json & { required?: string[] };
   const properties = Object.fromEntries(
     Object.entries(schema.properties as Record<string, Json>).map(([key, value]) => [
       key,
@@ -347,7 +346,8 @@ function authErrors(options: OpenApiOptions, method: Method): ErrorName[] {
   return (READ_METHODS as readonly Method[]).includes(method) ? ['Unauthorized'] : ['Unauthorized', 'Forbidden'];
 }
 
-function operation(route: Route, method: Method, options: OpenApiOptions): Json {
+/** `lists`: each kind's list parameters, built once for the GET and HEAD of its collection and of its related paths. */
+function operation(route: Route, method: Method, options: OpenApiOptions, lists: (resource: Resource) => Json[]): Json {
   const { resource, relation, kind } = route;
   const name = relation ? `${relation.parent.name}_${relation.name}` : resource.name;
   /** The responses of these errors, plus 405 and, with authentication, 401 (and 403 for writes: the read token may read). */
@@ -392,7 +392,7 @@ function operation(route: Route, method: Method, options: OpenApiOptions): Json 
         parameters: [
           ...idParam,
           ...(list
-            ? listParameters(resource)
+            ? lists(resource)
             : [fieldsParameter(resource), ...optional(expandParameter(resource)), ref('parameters', 'If-None-Match')]),
         ],
         responses: {
@@ -861,8 +861,17 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
   const withFeed = CHANGES_PATH in paths || TICKET_PATH in paths;
   const batch = batchPath(options);
   paths[BATCH_PATH] = batch.path;
+  const listed = new Map<Resource, Json[]>();
+  const lists = (resource: Resource) => {
+    let parameters = listed.get(resource);
+    if (!parameters) {
+      parameters = listParameters(resource);
+      listed.set(resource, parameters);
+    }
+    return parameters;
+  };
   for (const route of registry.routes) {
-    paths[route.path] = Object.fromEntries(route.methods.map((m) => [m.toLowerCase(), operation(route, m, options)]));
+    paths[route.path] = Object.fromEntries(route.methods.map((m) => [m.toLowerCase(), operation(route, m, options, lists)]));
   }
   const schemas: Record<string, Json> = {
     ...batch.schemas,
@@ -903,15 +912,19 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
     },
   };
   for (const resource of registry.resources) {
-    schemas[resource.name] = withExpansions(resource, elementSchema(resource));
+    // Each schema is built once per kind and reused by the ones derived from it (none is changed in place).
+    const element = elementSchema(resource);
+    schemas[resource.name] = withExpansions(resource, element);
     const search = searchParameter(resource);
     if (search) parameters[searchComponent(resource)] = search;
     if (resource.readOnlyKind) continue;
-    schemas[`${resource.name}.create`] = jsonSchema(resource.createSchema);
-    schemas[`${resource.name}.replace`] = replaceSchema(resource);
-    schemas[`${resource.name}.patch`] = patchSchema(resource);
+    const create = jsonSchema(resource.createSchema);
+    const replace = replaceSchema(resource, element);
+    schemas[`${resource.name}.create`] = create;
+    schemas[`${resource.name}.replace`] = replace;
+    schemas[`${resource.name}.patch`] = patchSchema(resource, replace);
     for (const { field, parent } of resource.foreignKeys) {
-      schemas[`${resource.name}.create.${field}`] = relatedCreateSchema(resource, field, parent.name);
+      schemas[`${resource.name}.create.${field}`] = relatedCreateSchema(create, field, parent.name);
     }
     const composite = resource.key.length > 1;
     parameters[`${resource.name}Id`] = {
