@@ -308,26 +308,29 @@ function createKindStore(
     }
   };
   /** Prepared on first use: only the 422 after a foreign-key failure reads them. */
-  let parentStatements: Map<string, Database.Statement> | undefined;
+  const parentStatements = onFirstUse(
+    () =>
+      new Map(
+        resource.foreignKeys.map(({ field, parent }) => [
+          field,
+          prepare(
+            sqlite,
+            db
+              .select({ one: sql`1` })
+              .from(parent.table)
+              .where(keyCondition(parent.key.map((f) => f.column))),
+          ).statement,
+        ]),
+      ),
+  );
 
   /** After SQLite refused a foreign key: the fields of `row` that name no parent, for a 422 that says which. */
   function missingParents(row: Row): string[] {
-    parentStatements ??= new Map(
-      resource.foreignKeys.map(({ field, parent }) => [
-        field,
-        prepare(
-          sqlite,
-          db
-            .select({ one: sql`1` })
-            .from(parent.table)
-            .where(keyCondition(parent.key.map((f) => f.column))),
-        ).statement,
-      ]),
-    );
+    const statements = parentStatements();
     return resource.foreignKeys
       .filter(({ field, parent }) => {
         const value = row[field];
-        return value !== null && value !== undefined && !parentStatements?.get(field)?.get(encoded((parent.key[0] as Field).column, value));
+        return value !== null && value !== undefined && !statements.get(field)?.get(encoded((parent.key[0] as Field).column, value));
       })
       .map(({ field }) => field);
   }
@@ -385,7 +388,6 @@ function createKindStore(
   }
 
   /** Prepared on first use: only a cursor after a long text value needs them (and a WITHOUT ROWID table has no rowid). */
-  let rowids: { byRowid: Database.Statement; rowidByKey: Database.Statement } | undefined;
   const rowidStatements = () => {
     try {
       return prepareRowids();
@@ -396,23 +398,29 @@ function createKindStore(
       throw error;
     }
   };
-  const prepareRowids = () =>
-    (rowids ??= {
-      byRowid: selecting(
-        db
-          .select(selection)
-          .from(table)
-          .where(sql`rowid = ${sql.placeholder('rowid')}`),
-      ).statement,
-      rowidByKey: prepare(sqlite, db.select({ rowid: sql<number>`rowid` }).from(table).where(keyCondition(keyColumns))).statement.pluck(),
-    });
+  const prepareRowids = onFirstUse(() => ({
+    byRowid: selecting(
+      db
+        .select(selection)
+        .from(table)
+        .where(sql`rowid = ${sql.placeholder('rowid')}`),
+    ).statement,
+    rowidByKey: prepare(sqlite, db.select({ rowid: sql<number>`rowid` }).from(table).where(keyCondition(keyColumns))).statement.pluck(),
+  }));
 
   const rowidOf = (row: Row) => atKey<number>(rowidStatements().rowidByKey, 'get', resource.idOf(row));
 
   /** `expand`'s statements, prepared on first use: rows by a list of keys, and children by a list of parents. */
-  let byKeys: Prepared | undefined;
   const byParents = new Map<string, Prepared>();
   const among = (column: Column) => SQLITE_LIST.among(column, sql.placeholder('values'));
+  const byKeys = onFirstUse(() =>
+    selecting(
+      db
+        .select(selection)
+        .from(table)
+        .where(among(keyColumns[0] as Column)),
+    ),
+  );
   const rowsOf = (prepared: Prepared, values: unknown[]) =>
     (prepared.statement.all(prepared.args({ values: SQLITE_LIST.amongValue(values) })) as unknown[][]).map(toRow);
 
@@ -421,13 +429,7 @@ function createKindStore(
     const write = writer(submit);
     return {
       withKeys(values) {
-        byKeys ??= selecting(
-          db
-            .select(selection)
-            .from(table)
-            .where(among(keyColumns[0] as Column)),
-        );
-        return rowsOf(byKeys, values);
+        return rowsOf(byKeys(), values);
       },
       withParents(field, values, cap) {
         const prepared = cached(byParents, `${field}|${cap}`, () => {
@@ -551,9 +553,8 @@ interface KeyStatements {
 }
 
 function createKeyStatements(sqlite: Database.Database, db: Db, now: () => number): KeyStatements {
-  let statements: ReturnType<typeof prepareKeyStatements> | undefined;
   /** Prepared on first use: a database without the service's own tables serves every request but these. */
-  const prepared = () => (statements ??= prepareKeyStatements(sqlite, db));
+  const prepared = onFirstUse(() => prepareKeyStatements(sqlite, db));
   const find: KeyStatements['find'] = (key) => {
     const { find } = prepared();
     return find.statement.get(find.args({ key, since: now() - KEY_TTL_MS })) as ReturnType<KeyStatements['find']>;
