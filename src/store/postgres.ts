@@ -29,6 +29,7 @@ import {
   type ListDialect,
   listSelection,
   naturalOrder,
+  onFirstUse,
   pageOf,
   pieceArgs,
   pieceValues,
@@ -292,9 +293,16 @@ function createKindStore(
   };
 
   /** `expand`'s statements, built on first use: rows by a list of keys, and children by a list of parents. */
-  let byKeys: Statement | undefined;
   const byParents = new Map<string, Statement>();
   const among = (column: PgColumn) => dialect.among(column, sql.placeholder('values'));
+  const byKeys = onFirstUse(() =>
+    toStatement(
+      db
+        .select(selection)
+        .from(table)
+        .where(among(keyColumns[0] as PgColumn)),
+    ),
+  );
   return (inBatch) => {
     /** A connection of the pool for a read; inside a batch, the batch's own (its reads see its writes). */
     const connected = <T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> =>
@@ -411,13 +419,7 @@ function createKindStore(
 
     return {
       withKeys: (values) => {
-        byKeys ??= toStatement(
-          db
-            .select(selection)
-            .from(table)
-            .where(among(keyColumns[0] as PgColumn)),
-        );
-        return rowsAmong(byKeys, values);
+        return rowsAmong(byKeys(), values);
       },
       withParents: (field, values, cap) => {
         const statement = cached(byParents, `${field}|${cap}`, () => {

@@ -26,6 +26,7 @@ import {
   type ListPlan,
   listSelection,
   naturalOrder,
+  onFirstUse,
   pageOf,
   pieceArgs,
   pieceValues,
@@ -99,12 +100,6 @@ interface Prepared {
 function prepare(sqlite: Database.Database, query: Buildable): Prepared {
   const { text, args } = toStatement(query);
   return { statement: sqlite.prepare(text), args };
-}
-
-/** A value made on its first use, then kept (a statement prepared when it is first run). */
-function onFirstUse<T>(make: () => T): () => T {
-  let value: T | undefined;
-  return () => (value ??= make());
 }
 
 /** The most values one statement may bind (SQLITE_MAX_VARIABLE_NUMBER since SQLite 3.32). */
