@@ -714,11 +714,14 @@ export function compareWithLedger(feed: Change[], ledger: Ledger, rows: Map<stri
     for (const [id, row] of elements) if (typeof row.name === 'string') byName.set(row.name, keyOf(kind, id));
   for (const { what, effects } of ledger.unknown) {
     const resolved = effects.map((effect) => ({ ...effect, key: effect.key ?? (effect.name && byName.get(effect.name)) }));
+    // A write can change one element more than once (a batch creates a user, then patches it): each of
+    // its effects on a key is looked for after the acknowledged ones and the write's own earlier ones.
+    const earlier = new Map<string, number>();
     const committed = resolved.filter(({ key, op }) => {
       if (!key) return false;
-      const acked = expected.get(key) ?? [];
-      const seen = inFeed.get(key) ?? [];
-      return seen.length > acked.length && seen[acked.length] === op;
+      const before = earlier.get(key) ?? 0;
+      earlier.set(key, before + 1);
+      return inFeed.get(key)?.[(expected.get(key)?.length ?? 0) + before] === op;
     });
     if (committed.length === 0) continue;
     if (committed.length !== resolved.length) {

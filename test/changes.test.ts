@@ -155,8 +155,9 @@ reading('a bad query, method or Accept is refused with a problem', async ({ serv
 
 const retention = suite<{ service: Service }>('change feed: retention');
 retention.before(async (ctx) => {
-  // Kept 0.36 s: purged by the test's own call (the timer runs every second at this setting).
-  ctx.service = await startService({ env: { CHANGES_RETENTION_HOURS: '0.0001' } });
+  // Kept 1.8 s: long enough that the timer (every second at this setting) cannot purge the four
+  // changes before the test has read them, even on a slow machine; then purged by the test's own call.
+  ctx.service = await startService({ env: { CHANGES_RETENTION_HOURS: '0.0005' } });
 });
 retention.after(async (ctx) => ctx.service?.close());
 
@@ -164,7 +165,7 @@ retention('changes older than the retention are purged, the newest kept; a since
   for (let i = 0; i < 4; i++) ok(await post(service, '/users', { name: `R${i}`, email: `r${i}@feed.test` }), 201);
   const all = await feed(service);
   assert.is(all.length, 4);
-  await sleep(500);
+  await sleep(1900);
   await service.app.purgeChanges();
   const kept = ok(await service.request('GET', '/_changes'));
   assert.equal(

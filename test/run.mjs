@@ -133,6 +133,24 @@ uvu.on('exit', async (code) => {
   // uvu's Total counts the tests it ran: a skipped test is in Skipped only.
   const failed = total - passed;
   stopServer();
+  const recap = failures(plain);
+  if (recap.length > 0) console.log(`\nfailed (repeated from above, where the details are):\n${recap.join('\n')}`);
   console.log(`\ntests: ${passed} passed, ${failed} failed, ${skipped} skipped (${total + skipped} total)`);
   process.exit(stopped || failed > 0 || total === 0 ? 1 : code || 0);
 });
+
+/**
+ * Each failure uvu reported, one line apiece: its file, suite and test, and the first line of its message.
+ * Repeated just above the summary so that a log cut to its tail (CI keeps the end) still names them.
+ */
+function failures(plain) {
+  const lines = [];
+  let file = '';
+  const text = plain.split('\n');
+  text.forEach((line, i) => {
+    if (/^\S+\.[cm]?[jt]s$/.test(line)) file = line; // uvu names each file on a line of its own
+    const fail = /^\s+FAIL\s+(.*)$/.exec(line);
+    if (fail) lines.push(`  ${file ? `${file}: ` : ''}${fail[1]}: ${text[i + 1]?.trim() ?? ''}`);
+  });
+  return lines;
+}

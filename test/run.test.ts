@@ -3,6 +3,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { stripVTControlCharacters } from 'node:util';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ROOT, tempDir } from './helpers.js';
@@ -57,12 +58,13 @@ test.before(async (ctx) => {
   const temp = tempDir();
   const pidFile = join(temp.dir, 'pid');
   try {
-    const [leaves, hangs, passes] = await Promise.all([
+    const [leaves, hangs, passes, fails] = await Promise.all([
       runFixture('leaves-a-service', ['--grace-ms', '1000'], { RUN_FIXTURE_PID_FILE: pidFile }),
       runFixture('never-ends', ['--timeout-ms', '8000']),
       runFixture('passes', []),
+      runFixture('fails', []),
     ]);
-    ctx.runs = { leaves, hangs, passes };
+    ctx.runs = { leaves, hangs, passes, fails };
     ctx.pid = Number(readFileSync(pidFile, 'utf8'));
   } finally {
     temp.remove();
@@ -92,6 +94,18 @@ test('a run where everything passes ends by itself with exit code 0', ({ runs })
   assert.is(lastLine(output), 'tests: 1 passed, 0 failed, 0 skipped (1 total)');
   assert.is(code, 0, output);
   assert.not.match(output, /run\.mjs:/);
+});
+
+test('a failure is named again just above the summary, so a log cut to its tail still shows it', ({ runs }) => {
+  const { code, output, ended } = runs.fails as Run;
+  assert.ok(ended, `the run did not end:\n${output}`);
+  const tail = stripVTControlCharacters(output).trim().split('\n').slice(-3);
+  assert.equal(tail, [
+    '  fails.ts: a failing test  "fails": one and one make two  (is)',
+    '',
+    'tests: 1 passed, 1 failed, 0 skipped (2 total)',
+  ]);
+  assert.is(code, 1);
 });
 
 test.run();
