@@ -34,4 +34,4 @@ EXPOSE 3000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 STOPSIGNAL SIGTERM
-CMD ["node", "--max-semi-space-size=2", "--heap-growing-percent=20", "dist/main.js"]
+CMD ["node", "--max-semi-space-size=2", "--heap-growing-percent=20", "--no-concurrent-recompilation", "dist/main.js"]

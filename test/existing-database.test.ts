@@ -212,14 +212,20 @@ shapes('values round-trip as stored: NUMERIC exact, DATETIME as text, BLOB as ba
 
 shapes('orphans from old data are served; writes are checked', async ({ service, run }) => {
   const sqlite = new Database(run.db, { readonly: true });
-  const orphan = sqlite
-    .prepare('SELECT "AlbumId" FROM "Album" WHERE "ArtistId" NOT IN (SELECT "ArtistId" FROM "Artist") LIMIT 1')
-    .pluck()
-    .get() as number;
+  const [orphan, missingArtist] = sqlite
+    .prepare('SELECT "AlbumId", "ArtistId" FROM "Album" WHERE "ArtistId" NOT IN (SELECT "ArtistId" FROM "Artist") LIMIT 1')
+    .raw()
+    .get() as [number, number];
   sqlite.close();
   assert.ok(orphan, 'the fixture has orphans');
   const album = await service.request('GET', `/Album/${orphan}`);
   assert.is(album.status, 200);
+  // The artist its orphans name does not exist: its related list is a 404, not a page of the orphans.
+  assert.is((await service.request('GET', '/Artist/1/Album')).status, 200);
+  for (const query of ['', '?count=true', '?limit=1&sort=-title']) {
+    assertProblem(await service.request('GET', `/Artist/${missingArtist}/Album${query}`), 404);
+  }
+  assert.is((await service.request('HEAD', `/Artist/${missingArtist}/Album`)).status, 404);
   const { albumId: _, ...body } = album.body;
   const kept = await service.request('PUT', `/Album/${orphan}`, { body });
   assertProblem(kept, 422);

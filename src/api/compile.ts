@@ -221,18 +221,26 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
   const list = (req: Request, res: Response, resource: Resource, kind: KindStore, scope?: Scope) => {
     const query = parseListQuery(resource, req.query as RawQuery, { scope: scope ? `${scope.field}=${scope.value}` : '', cursors });
     return then(kindFor(req, resource, kind).list(query, scope), (page) =>
-      then(expand(dataOf(req), resource, page.rows, query.shape.expand), () => {
-        const headers: Record<string, string> = {};
-        const last = page.rows.at(-1);
-        if (page.more && last) {
-          const cursor = encodeCursor(query, last, cursors, () => page.rowidOf(last), page.rank);
-          headers.Link = `<${req.path}?${withParameter(req.search, 'cursor', cursor)}>; rel="next"`;
-        }
-        if (page.total !== undefined) headers['X-Total-Count'] = String(page.total);
-        sendJson(res, 200, shaped(query.shape, page.rows), headers);
-      }),
+      then(page.rows.length === 0 && scope?.parent ? parentFound(req, scope.parent, scope.value as Id) : undefined, () =>
+        then(expand(dataOf(req), resource, page.rows, query.shape.expand), () => {
+          const headers: Record<string, string> = {};
+          const last = page.rows.at(-1);
+          if (page.more && last) {
+            const cursor = encodeCursor(query, last, cursors, () => page.rowidOf(last), page.rank);
+            headers.Link = `<${req.path}?${withParameter(req.search, 'cursor', cursor)}>; rel="next"`;
+          }
+          if (page.total !== undefined) headers['X-Total-Count'] = String(page.total);
+          sendJson(res, 200, shaped(query.shape, page.rows), headers);
+        }),
+      ),
     );
   };
+
+  /** A 404 unless the parent element exists: what an empty page of a related list (rows only while it exists) leaves open. */
+  const parentFound = (req: Request, parent: Resource, id: Id) =>
+    then(kindFor(req, parent, store.of(parent)).exists(id), (exists) => {
+      if (!exists) throw notFound(parent, id);
+    });
 
   /** POST: validate and create, once per Idempotency-Key when the client sends one (API.md §6). */
   const create = (req: Request, res: Response, resource: Resource, kind: KindStore, fixed?: Row) => {
@@ -311,11 +319,7 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
       lists: true,
       target: targetOf(parent, parentKind),
       handlers: {
-        GET: (req, res, id) =>
-          then(kindFor(req, parent, parentKind).exists(id), (exists) => {
-            if (!exists) throw notFound(parent, id);
-            return list(req, res, resource, kind, { field, value: id });
-          }),
+        GET: (req, res, id) => list(req, res, resource, kind, { field, value: id, parent }),
         POST: (req, res, id) => create(req, res, resource, kind, { [field]: id }),
       },
     };

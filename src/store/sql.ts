@@ -213,7 +213,7 @@ function shapeOf(query: ListQuery, scope: Scope | undefined, counting: boolean, 
   for (const { field, op, value } of query.filters) {
     filters += `${field.key}:${op}${op === 'in' ? (value as unknown[]).length : op === 'null' ? value : ''},`;
   }
-  const parts = `${filters}|${scope ? `scope:${scope.field}` : ''}|${query.search ? 'q' : ''}`;
+  const parts = `${filters}|${scope ? `scope:${scope.field}${scope.parent ? '^' : ''}` : ''}|${query.search ? 'q' : ''}`;
   if (counting) return `count|${parts}`;
   let order = query.relevance ? 'relevance,' : '';
   for (const k of query.sort) order += `${k.descending ? '-' : ''}${k.field.key},`;
@@ -261,6 +261,13 @@ export interface ListPlan {
 }
 
 /**
+ * The element of `parent` whose key is `p` exists. Its table and key column by their SQL names, which
+ * are the same on every backend; inside the subquery they name the parent even when it is the listed kind.
+ */
+const parentExists = (parent: Resource, p: Placeholder): SQL =>
+  sql`exists (select 1 from ${sql.identifier(parent.name)} where ${sql.identifier((parent.key[0] as Field).column.name)} = ${p})`;
+
+/**
  * Binds a list query's values first, in one fixed order (filters, scope, search, cursor), so the SQL
  * tree is built only for a shape not yet prepared. `after` is the cursor's position (long values
  * read back); `search` is how the store searches the kind, when the query has `q`.
@@ -295,6 +302,7 @@ export function planList(
     and(
       ...query.filters.map((f, i) => conditionOf(d, f, bound[i] as Placeholder[])),
       scopeField && eq(d.column(scopeField), scopeParam as Placeholder),
+      scope?.parent && parentExists(scope.parent, scopeParam as Placeholder),
       searchParam && search?.match(searchParam),
     );
   const rank = query.relevance && search && searchParam ? () => search.rank(searchParam) : undefined;

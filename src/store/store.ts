@@ -13,6 +13,11 @@ export type MaybePromise<T> = T | Promise<T>;
 export interface Scope {
   field: string;
   value: unknown;
+  /**
+   * The kind `value` is a key of: rows are listed only while that element exists (checked in the same
+   * statement), so a page with rows needs no read of the parent, and only an empty one asks whether it is gone.
+   */
+  parent?: Resource;
 }
 
 export interface Page {
