@@ -1,7 +1,7 @@
 // Keys and values real databases have beyond the pet shop (SQLite): a BLOB key addressed by its
 // base64 text, a REAL key the client gives (it is no rowid), a long text key paged by the default
 // order, and NUMERIC values past a double's range refused rather than stored as Inf or 0.
-import { numeric, real, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+import { integer, numeric, real, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { bytes } from '../src/db/columns.js';
@@ -11,16 +11,33 @@ import * as petShop from './pet-shop/schema.js';
 const blobs = sqliteTable('Blobs', { key: bytes('Key').primaryKey(), note: text('Note') });
 const reals = sqliteTable('Reals', { key: real('Key').primaryKey(), note: text('Note') });
 const words = sqliteTable('Words', { word: text('Word').primaryKey(), amount: numeric('Amount') });
+const labels = sqliteTable('Labels', { id: integer('Id').primaryKey() });
+const studios = sqliteTable('Studios', { id: integer('Id').primaryKey() });
+// One column with a foreign key to each of two tables: two related paths over the same field.
+const records = sqliteTable('Records', {
+  id: integer('Id').primaryKey(),
+  ref: integer('Ref')
+    .references(() => labels.id)
+    .references(() => studios.id),
+});
 
 const shapes = suite<{ service: Service }>('key shapes of existing databases');
 
 shapes.before(async (ctx) => {
   ctx.service = await startService({
-    schema: { ...petShop, blobs, reals, words },
+    schema: { ...petShop, blobs, reals, words, labels, studios, records },
     prepare: ({ sqlite }) =>
       sqlite.exec(`CREATE TABLE "Blobs" ("Key" BLOB PRIMARY KEY, "Note" TEXT);
                    CREATE TABLE "Reals" ("Key" REAL PRIMARY KEY, "Note" TEXT);
-                   CREATE TABLE "Words" ("Word" TEXT PRIMARY KEY, "Amount" NUMERIC) WITHOUT ROWID;`),
+                   CREATE TABLE "Words" ("Word" TEXT PRIMARY KEY, "Amount" NUMERIC) WITHOUT ROWID;
+                   CREATE TABLE "Labels" ("Id" INTEGER PRIMARY KEY);
+                   CREATE TABLE "Studios" ("Id" INTEGER PRIMARY KEY);
+                   CREATE TABLE "Records" ("Id" INTEGER PRIMARY KEY,
+                     "Ref" INTEGER REFERENCES "Labels" ("Id") REFERENCES "Studios" ("Id"));
+                   PRAGMA foreign_keys = OFF;
+                   INSERT INTO "Labels" VALUES (1);
+                   INSERT INTO "Studios" VALUES (1), (7);
+                   INSERT INTO "Records" VALUES (10, 1), (11, 7);`),
   });
 });
 
@@ -68,6 +85,20 @@ shapes('a NUMERIC value past a double range is refused, not stored as Inf or 0',
   for (const amount of ['0e5', '1.5e10', '-0.000']) {
     assert.is((await service.request('POST', '/Words', { body: { word: `n${amount}`, amount } })).status, 201, amount);
   }
+});
+
+shapes('a field referencing two kinds: each related path lists the rows of its own parent, or is a 404', async ({ service }) => {
+  const ids = async (path: string) => {
+    const reply = await service.request('GET', path);
+    assert.is(reply.status, 200, `${path}: ${reply.text}`);
+    return reply.body.map((row: { id: number }) => row.id);
+  };
+  // The first list prepares its statement; the second, over the same field, must not check the first one's parent.
+  assert.equal(await ids('/Labels/1/Records'), [10]);
+  assert.equal(await ids('/Studios/7/Records'), [11]);
+  assert.equal(await ids('/Studios/1/Records?count=true'), [10]);
+  const missing = await service.request('GET', '/Labels/7/Records');
+  assert.is(missing.status, 404, `record 11 names label 7, which does not exist: ${missing.text}`);
 });
 
 shapes.run();

@@ -213,7 +213,8 @@ function shapeOf(query: ListQuery, scope: Scope | undefined, counting: boolean, 
   for (const { field, op, value } of query.filters) {
     filters += `${field.key}:${op}${op === 'in' ? (value as unknown[]).length : op === 'null' ? value : ''},`;
   }
-  const parts = `${filters}|${scope ? `scope:${scope.field}${scope.parent ? '^' : ''}` : ''}|${query.search ? 'q' : ''}`;
+  // A field may reference two kinds (two related paths): the parent checked is part of the shape.
+  const parts = `${filters}|${scope ? `scope:${scope.field}${scope.parent ? `^${scope.parent.name}` : ''}` : ''}|${query.search ? 'q' : ''}`;
   if (counting) return `count|${parts}`;
   let order = query.relevance ? 'relevance,' : '';
   for (const k of query.sort) order += `${k.descending ? '-' : ''}${k.field.key},`;
