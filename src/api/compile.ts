@@ -216,13 +216,16 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
   /**
    * Answers one page of a list: the rows, `Link: <…>; rel="next"` while more follow (RFC 8288),
    * and `X-Total-Count` when asked for. The next-page URL is the client's own query string with
-   * the cursor replaced, so its length is the request's plus a short cursor (both bounded).
+   * the cursor replaced, so its length is the request's plus a short cursor (both bounded). A related
+   * list (`scope`, and `parent` its path's target) has rows only while its parent exists: an empty
+   * page is a 404 when the parent is gone.
    */
-  const list = (req: Request, res: Response, resource: Resource, kind: KindStore, scope?: Scope) => {
+  const list = (req: Request, res: Response, resource: Resource, kind: KindStore, scope?: Scope, parent?: Target) => {
     const query = parseListQuery(resource, req.query as RawQuery, { scope: scope ? `${scope.field}=${scope.value}` : '', cursors });
     return then(kindFor(req, resource, kind).list(query, scope), (page) =>
-      then(page.rows.length === 0 && scope?.parent ? parentFound(req, scope.parent, scope.value as Id) : undefined, () =>
-        then(expand(dataOf(req), resource, page.rows, query.shape.expand), () => {
+      then(page.rows.length === 0 && parent ? parent.exists(scope?.value as Id, req) : true, (found) => {
+        if (!found) throw notFound((parent as Target).resource, scope?.value as Id);
+        return then(expand(dataOf(req), resource, page.rows, query.shape.expand), () => {
           const headers: Record<string, string> = {};
           const last = page.rows.at(-1);
           if (page.more && last) {
@@ -231,16 +234,10 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
           }
           if (page.total !== undefined) headers['X-Total-Count'] = String(page.total);
           sendJson(res, 200, shaped(query.shape, page.rows), headers);
-        }),
-      ),
+        });
+      }),
     );
   };
-
-  /** A 404 unless the parent element exists: what an empty page of a related list (rows only while it exists) leaves open. */
-  const parentFound = (req: Request, parent: Resource, id: Id) =>
-    then(kindFor(req, parent, store.of(parent)).exists(id), (exists) => {
-      if (!exists) throw notFound(parent, id);
-    });
 
   /** POST: validate and create, once per Idempotency-Key when the client sends one (API.md §6). */
   const create = (req: Request, res: Response, resource: Resource, kind: KindStore, fixed?: Row) => {
@@ -313,13 +310,13 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
       };
     }
     const { parent, field } = relation as NonNullable<Route['relation']>;
-    const parentKind = store.of(parent);
+    const target = targetOf(parent, store.of(parent));
     return {
       ...base,
       lists: true,
-      target: targetOf(parent, parentKind),
+      target,
       handlers: {
-        GET: (req, res, id) => list(req, res, resource, kind, { field, value: id, parent }),
+        GET: (req, res, id) => list(req, res, resource, kind, { field, value: id, parent }, target),
         POST: (req, res, id) => create(req, res, resource, kind, { [field]: id }),
       },
     };
