@@ -15,6 +15,7 @@ import type { PostgresHandle } from './db/postgres.js';
 import * as defaultSchema from './db/schema.js';
 import { DOCS_CSP, DOCS_HTML, docsEndpoints } from './docs.js';
 import { ApiError, toProblem } from './errors.js';
+import { onFirstUse } from './first-use.js';
 import { createGuards } from './guards.js';
 import { type JsonResponse, send, sendJson, sendProblem, sendText } from './http.js';
 import { createRequestLogger } from './logger.js';
@@ -118,9 +119,8 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
    * The OpenAPI document, built on its first request and kept: with many kinds it is large (300 tables:
    * ~13 MB of JSON, several times that while it is built), and most processes never serve it.
    */
-  let openapi: JsonResponse | undefined;
-  const openapiDocument = (): JsonResponse => {
-    openapi ??= {
+  const openapiDocument = onFirstUse(
+    (): JsonResponse => ({
       status: 200,
       headers: {},
       body: JSON.stringify(
@@ -132,9 +132,8 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
           services,
         }),
       ),
-    };
-    return openapi;
-  };
+    }),
+  );
   /** Read (or made and stored) on first use; a database that cannot give it yet answers 503. */
   const cursors = createCursorCodec(backend.cursorKey);
   const batch = batchEndpoint({ store, config, routes: (path) => table.match(path) });

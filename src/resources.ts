@@ -6,6 +6,7 @@ import { createInsertSchema } from 'drizzle-zod';
 import { z } from 'zod';
 import { customKindOf } from './db/columns.js';
 import { isSearchDeclaration } from './db/search.js';
+import { onFirstUse } from './first-use.js';
 
 /** Fields the server sets on every write; clients may echo them but never change them. */
 export const SERVER_MANAGED_FIELDS = ['createdAt', 'updatedAt'] as const;
@@ -295,9 +296,7 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
   const key = keyFields.map((k) => fields.find((f) => f.key === k) as Field);
   const path = `/${encodeURIComponent(name)}`;
   /** The zod schemas of create and replace bodies, built on the kind's first write: 300 kinds pay for those written to. */
-  let bodies: { create: z.ZodObject; replace: z.ZodObject } | undefined;
-  const bodySchemas = () => {
-    if (bodies) return bodies;
+  const bodySchemas = onFirstUse(() => {
     const generated = (view ? z.object({}) : createInsertSchema(source, valueRules(columns) as never)) as unknown as z.ZodObject;
     // A key the client gives is required, whatever drizzle-zod infers (an INTEGER PRIMARY KEY would take a
     // rowid, a composite key column without NOT NULL a NULL): an element must be addressable by it.
@@ -312,9 +311,8 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
             Record<number, never>,
         )
         .strict();
-    bodies = { create: omit(serverAssigned), replace: omit(readOnly) };
-    return bodies;
-  };
+    return { create: omit(serverAssigned), replace: omit(readOnly) };
+  });
 
   return {
     name,

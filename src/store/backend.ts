@@ -9,6 +9,7 @@ import { PG_MIGRATIONS_FOLDER, pgMigrationStatus } from '../db/pg-migrate.js';
 import { toPgTables } from '../db/pg-schema.js';
 import { isPostgres, type PostgresHandle } from '../db/postgres.js';
 import type { ApiError } from '../errors.js';
+import { onFirstUse } from '../first-use.js';
 import type { Resource } from '../resources.js';
 import { pgUnavailableFrom } from './pg-errors.js';
 import type * as PostgresStore from './postgres.js';
@@ -45,8 +46,7 @@ function sqliteBackend(database: DatabaseHandle, { resources, config, migrations
     if (found && found.cause instanceof Error) writeFailure = found.cause.message;
     return found;
   };
-  let key: Buffer | undefined;
-  const readKey = () => (key ??= readCursorKey(database.db, config.cursorSecret));
+  const readKey = onFirstUse(() => readCursorKey(database.db, config.cursorSecret));
   try {
     // Read (on a new database: made and committed) now, never first inside a batch that may roll it back.
     readKey();

@@ -9,6 +9,7 @@ import { CURSOR_SECRET_NAME } from '../cursor.js';
 import type { PostgresHandle } from '../db/postgres.js';
 import { SEARCH_COLUMN, tsQuery } from '../db/search.js';
 import { ApiError, atElement } from '../errors.js';
+import { onFirstUse } from '../first-use.js';
 import type { JsonResponse } from '../http.js';
 import { KEY_TTL_MS, reusedKey } from '../idempotency.js';
 import { LIMIT, type ListQuery } from '../query.js';
@@ -29,7 +30,6 @@ import {
   type ListDialect,
   listSelection,
   naturalOrder,
-  onFirstUse,
   pageOf,
   pieceArgs,
   pieceValues,

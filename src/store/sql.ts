@@ -225,12 +225,6 @@ function shapeOf(query: ListQuery, scope: Scope | undefined, counting: boolean, 
 /** Prepared statements per query shape; bounded, since clients choose the shapes. */
 const MAX_CACHED_SHAPES = 256;
 
-/** A value made on its first use, then kept (a statement prepared when it is first run). */
-export function onFirstUse<T>(make: () => T): () => T {
-  let value: T | undefined;
-  return () => (value ??= make());
-}
-
 /** The statement of a shape, prepared on first use (the cache is reset when it is full). */
 export function cached<T>(cache: Map<string, T>, shape: string, prepare: () => T): T {
   let statement = cache.get(shape);

@@ -7,6 +7,7 @@ import type { Db } from '../db/client.js';
 import { idempotencyKeys } from '../db/internal-schema.js';
 import { fts5Query, searchIndexName } from '../db/search.js';
 import { ApiError, atElement } from '../errors.js';
+import { onFirstUse } from '../first-use.js';
 import { KEY_TTL_MS, reusedKey } from '../idempotency.js';
 import type { Field, Id, KeyValue, Resource } from '../resources.js';
 import type { Row } from '../validation.js';
@@ -26,7 +27,6 @@ import {
   type ListPlan,
   listSelection,
   naturalOrder,
-  onFirstUse,
   pageOf,
   pieceArgs,
   pieceValues,
@@ -183,7 +183,7 @@ function createKindStore(
   // Every statement is prepared on the kind's first use of it: a schema of 300 kinds costs no memory for those never served.
   const byId = onFirstUse(() => selecting(db.select(selection).from(table).where(keyCondition(keyColumns))).statement);
   const deleteRow = onFirstUse(() => prepare(sqlite, db.delete(table).where(keyCondition(keyColumns))).statement);
-  /** Whether a key names a row: no column is read (a related list asks it of its parent on every request). */
+  /** Whether a key names a row: no column is read (OPTIONS, refusals, and a related list whose page came back empty ask it). */
   const existsById = onFirstUse(() =>
     prepare(sqlite, db.select({ one: sql`1` }).from(table).where(keyCondition(keyColumns))).statement.pluck(),
   );
