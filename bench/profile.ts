@@ -25,8 +25,15 @@ const dir = mkdtempSync(join(tmpdir(), 'restable-profile-'));
 const database = openDatabase(join(dir, 'app.db'));
 await applyMigrations(database);
 const insert = database.sqlite.prepare("INSERT INTO users (name, email, created_at, updated_at) VALUES (?, ?, 'x', 'x')");
+// A pet per user, so that a related list (`--path /users/1/pets`) has a row, as in bench/run.ts.
+const insertPet = database.sqlite.prepare(
+  "INSERT INTO pets (name, species, owner_id, created_at, updated_at) VALUES (?, 'cat', ?, 'x', 'x')",
+);
 database.sqlite.transaction(() => {
-  for (let i = 1; i <= Number(args.rows); i++) insert.run(`user ${i}`, `user${i}@example.com`);
+  for (let i = 1; i <= Number(args.rows); i++) {
+    insert.run(`user ${i}`, `user${i}@example.com`);
+    insertPet.run(`pet ${i}`, i);
+  }
 })();
 closeDatabase(database);
 
