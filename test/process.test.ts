@@ -32,6 +32,45 @@ test('data survives a restart; SIGTERM and SIGINT end the process with exit code
   }
 });
 
+test('the request log: one JSON line per request on stdout, written as bytes, escaped where it must be', async () => {
+  const temp = tempDir();
+  const service = await spawnService({ DATABASE_PATH: join(temp.dir, 'app.db') });
+  try {
+    const asked = [
+      { id: 'plain-1', path: '/users/1' },
+      { id: 'quote"and\\backslash', path: '/users/2' },
+      { id: 'plain-3', path: '/users/%C3%A9t%C3%A9' },
+      { id: 'plain-4', path: '/no-such-collection' },
+    ];
+    for (const { id, path } of asked) {
+      const reply = await request(service.url, 'GET', path, { headers: { 'X-Request-Id': id } });
+      assert.is(reply.status, 404);
+    }
+    // Lines go out in batches (every 100 ms, or 32 KiB); a graceful stop writes what is left.
+    assert.is(await service.stop('SIGTERM'), 0);
+    const lines = service
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('"requestId"'))
+      .map((line) => JSON.parse(line));
+    for (const { id, path } of asked) {
+      const line = lines.find((l) => l.requestId === id);
+      assert.ok(line, `a line for ${id}`);
+      assert.is(line.level, 40);
+      assert.type(line.time, 'number');
+      assert.is(line.service, 'restable');
+      assert.equal(line.req, { method: 'GET', path });
+      assert.equal(line.res, { status: 404 });
+      assert.type(line.durationMs, 'number');
+      assert.is(line.msg, `GET ${path} 404`);
+      assert.equal(Object.keys(line), ['level', 'time', 'service', 'requestId', 'req', 'res', 'durationMs', 'msg']);
+    }
+  } finally {
+    await service.stop();
+    temp.remove();
+  }
+});
+
 test('bad configuration stops start-up with one clear line and exit code 1', async () => {
   for (const [name, value] of [
     ['PORT', 'eighty'],
