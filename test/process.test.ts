@@ -32,7 +32,7 @@ test('data survives a restart; SIGTERM and SIGINT end the process with exit code
   }
 });
 
-test('the request log: one JSON line per request on stdout, written as bytes, escaped where it must be', async () => {
+test('the request log: one whole JSON line per request on stdout, escaped where it must be', async () => {
   const temp = tempDir();
   const service = await spawnService({ DATABASE_PATH: join(temp.dir, 'app.db') });
   try {
