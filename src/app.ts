@@ -3,7 +3,7 @@
 import type { RequestListener } from 'node:http';
 import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
-import polka, { type Middleware, type Polka, type Request as PolkaRequest } from 'polka';
+import polka, { type Polka, type Request as PolkaRequest } from 'polka';
 import { batchEndpoint } from './api/batch.js';
 import { changesEndpoints } from './api/changes.js';
 import { type CompiledEndpoint, compile, createResourceEndpoints, type Endpoint, type Request, type Response } from './api/compile.js';
@@ -200,37 +200,24 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
   app.use(dispatch as never);
 
   /**
-   * The request listener: polka's router finds the middleware of the path, and it runs in this turn.
-   * polka's own `handler` runs it from an async loop (a promise and a microtask per request), and a
-   * SQLite GET answers from here to res.end without one. The request gets what polka's handler gives
-   * it (path, url, originalUrl, query, search; no params: routes are matched by the route table, which
-   * hands each route its segments); a middleware's error, thrown or rejected, goes to onError.
+   * The request listener: polka's parse and route lookup, then the middleware it finds, in this turn.
+   * polka's own `handler` runs middleware from an async loop (a promise and a microtask per request),
+   * and a SQLite GET answers from here to res.end without one. The request gets what polka's handler
+   * gives it (path, url, originalUrl, query, search; no params: the route table hands each route its
+   * segments). The one middleware (`dispatch`, which every path reaches) answers or refuses the
+   * request itself and never calls `next`.
    */
   const listener: RequestListener = (incoming, res) => {
     normalizeTarget(incoming);
     const req = incoming as PolkaRequest & Request;
     const { pathname, search, query } = app.parse(req);
+    const [middleware] = app.find(req.method as Parameters<Polka['find']>[0], pathname).handlers;
     req.path = pathname;
-    const { handlers } = app.find(req.method as Parameters<Polka['find']>[0], pathname);
     req.url = pathname + search;
     req.originalUrl ??= req.url;
     req.query = (query ?? {}) as PolkaRequest['query'];
     req.search = search;
-    let next = 0;
-    const proceed = (error?: unknown): void => {
-      if (error) onError(error, req, res);
-      else if (res.writableEnded) return;
-      else if (next === handlers.length) onError(new ApiError('notFound', `Nothing is served at ${req.path}.`), req, res);
-      else {
-        try {
-          const result: unknown = (handlers[next++] as Middleware)(req, res, proceed as never);
-          if (result instanceof Promise) result.catch(proceed);
-        } catch (thrown) {
-          proceed(thrown);
-        }
-      }
-    };
-    proceed();
+    (middleware as typeof dispatch)(req, res);
   };
 
   /** Purges every expired key, a batch at a time, yielding to requests between batches. */

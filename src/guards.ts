@@ -28,8 +28,6 @@ const SECURITY_NAMES = SECURITY_ENTRIES.map(([name]) => name.toLowerCase());
 
 /** Lower-case security header name → its index in SECURITY_ENTRIES. */
 const SECURITY_INDEX = new Map(SECURITY_NAMES.map((name, i) => [name, i]));
-/** The lengths of those names: a header of another length is none of them, and is not lower-cased to be looked up. */
-const SECURITY_LENGTHS = new Set(SECURITY_NAMES.map((name) => name.length));
 
 /**
  * The server's responses: once identified, every response carries its request id and the security
@@ -67,7 +65,7 @@ export class IdentifiedResponse<Request extends IncomingMessage = IncomingMessag
     /** Bit i set: the response names SECURITY_ENTRIES[i] itself. */
     let named = 0;
     const take = (name: string, value: string | number | string[]) => {
-      const index = SECURITY_LENGTHS.has(name.length) ? SECURITY_INDEX.get(name.toLowerCase()) : undefined;
+      const index = SECURITY_INDEX.get(name.toLowerCase());
       if (index !== undefined) named |= 1 << index;
       list.push(name, value);
     };
