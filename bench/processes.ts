@@ -38,9 +38,12 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-/** Waits until the server `child` started answers GET /users/1 at `url` (30 s: hundreds of tables compile at start-up). */
-export async function waitUntilServing(url: string, child: ChildProcess): Promise<void> {
-  for (let i = 0; i < 600; i++) {
+/**
+ * Waits until the server `child` started answers GET /users/1 at `url`: 30 s by default (hundreds of
+ * tables compile at start-up), more for a server under valgrind.
+ */
+export async function waitUntilServing(url: string, child: ChildProcess, seconds = 30): Promise<void> {
+  for (let i = 0; i < seconds * 20; i++) {
     if (child.exitCode !== null) throw new Error(`${url}: the server exited with ${child.exitCode} before serving`);
     try {
       if ((await fetch(`${url}/users/1`)).ok) return;

@@ -8,8 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
-import { closeDatabase, openDatabase } from '../src/db/client.js';
-import { applyMigrations } from '../src/db/migrate.js';
+import { insertRows, migrate } from './rows.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -22,20 +21,8 @@ const { values: args } = parseArgs({
   },
 });
 const dir = mkdtempSync(join(tmpdir(), 'restable-profile-'));
-const database = openDatabase(join(dir, 'app.db'));
-await applyMigrations(database);
-const insert = database.sqlite.prepare("INSERT INTO users (name, email, created_at, updated_at) VALUES (?, ?, 'x', 'x')");
-// A pet per user, so that a related list (`--path /users/1/pets`) has a row, as in bench/run.ts.
-const insertPet = database.sqlite.prepare(
-  "INSERT INTO pets (name, species, owner_id, created_at, updated_at) VALUES (?, 'cat', ?, 'x', 'x')",
-);
-database.sqlite.transaction(() => {
-  for (let i = 1; i <= Number(args.rows); i++) {
-    insert.run(`user ${i}`, `user${i}@example.com`);
-    insertPet.run(`pet ${i}`, i);
-  }
-})();
-closeDatabase(database);
+migrate('.', join(dir, 'app.db'));
+insertRows(join(dir, 'app.db'), Number(args.rows), new Date().toISOString());
 
 const child = spawn('taskset', ['-c', '1', process.execPath, '--cpu-prof', `--cpu-prof-dir=${dir}`, 'dist/main.js'], {
   env: { PATH: process.env.PATH, DATABASE_PATH: join(dir, 'app.db'), PORT: '39199', LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' },

@@ -12,6 +12,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { available, type LoadResult, type LoadSpec, load } from './load.js';
 import { freePort, GENERATOR_CORE, hasTaskset, SERVER_CORE, START_ARGV, waitUntilServing } from './processes.js';
+import { insertRows, migrate } from './rows.js';
 import { makeWideInstall, type WideInstall } from './tables.js';
 
 const { values: args } = parseArgs({
@@ -246,37 +247,6 @@ function onlyRestable(kind: Kind, spec: LoadSpec): LoadSpec | undefined {
   return kind === 'restable' ? spec : undefined;
 }
 
-/** The same rows for everyone, inserted into a migrated SQLite database; returned for db.json. */
-function insertRows(file: string, now: string): { users: object[]; pets: object[] } {
-  const sqlite = new Database(file);
-  const users: object[] = [];
-  const pets: object[] = [];
-  const addUser = sqlite.prepare('INSERT INTO users (name, email, created_at, updated_at) VALUES (?, ?, ?, ?)');
-  const addPet = sqlite.prepare('INSERT INTO pets (name, species, owner_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?)');
-  sqlite.transaction(() => {
-    for (let id = 1; id <= ROWS; id++) {
-      addUser.run(`user ${id}`, `user${id}@example.com`, now, now);
-      users.push({ id, name: `user ${id}`, email: `user${id}@example.com`, createdAt: now, updatedAt: now });
-    }
-    for (let id = 1; id <= ROWS; id++) {
-      const owner = 1 + ((id * 7919) % ROWS);
-      addPet.run(`pet ${id}`, 'dog', owner, now, now);
-      pets.push({ id, name: `pet ${id}`, species: 'dog', userId: owner, createdAt: now, updatedAt: now });
-    }
-  })();
-  sqlite.close();
-  return { users, pets };
-}
-
-/** Migrates `file` with the compiled migrate command of the install in `dir` (its own migrations). */
-function migrate(dir: string, file: string): void {
-  execFileSync(process.execPath, ['dist/cli/migrate.js'], {
-    cwd: dir,
-    env: { PATH: process.env.PATH, DATABASE_PATH: file },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-}
-
 /**
  * The same rows for everyone, in a database migrated by the build that serves it (each refuses a
  * database migrated by a newer version, and the wide install has one more migration): `app.db` for
@@ -291,7 +261,7 @@ function seed(dir: string, servers: ServerSpec[]): string {
   let rows: { users: object[]; pets: object[] } | undefined;
   for (const [install, name] of databases) {
     migrate(install, join(dir, name));
-    rows = insertRows(join(dir, name), now);
+    rows = insertRows(join(dir, name), ROWS, now);
   }
   if (servers.some((s) => s.kind === 'json-server')) writeFileSync(join(dir, 'db.json'), JSON.stringify(rows));
   return now;
