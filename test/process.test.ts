@@ -46,7 +46,7 @@ test('the request log: one whole JSON line per request on stdout, escaped where 
       const reply = await request(service.url, 'GET', path, { headers: { 'X-Request-Id': id } });
       assert.is(reply.status, 404);
     }
-    // Lines go out in batches (every 100 ms, or 32 KiB); a graceful stop writes what is left.
+    // Lines go out in batches (every 100 ms, or 128 lines); a graceful stop writes what is left.
     assert.is(await service.stop('SIGTERM'), 0);
     const lines = service
       .output()
@@ -64,6 +64,36 @@ test('the request log: one whole JSON line per request on stdout, escaped where 
       assert.type(line.durationMs, 'number');
       assert.is(line.msg, `GET ${path} 404`);
       assert.equal(Object.keys(line), ['level', 'time', 'service', 'requestId', 'req', 'res', 'durationMs', 'msg']);
+    }
+  } finally {
+    await service.stop();
+    temp.remove();
+  }
+});
+
+test('the request log: more requests than a batch holds, each with exactly one line', async () => {
+  const temp = tempDir();
+  const service = await spawnService({ DATABASE_PATH: join(temp.dir, 'app.db') });
+  try {
+    // 300 requests, 50 at a time: full batches of 128 lines are written as they fill, the rest at the stop.
+    const ids = Array.from({ length: 300 }, (_, i) => `many-${i}`);
+    for (let start = 0; start < ids.length; start += 50) {
+      const replies = await Promise.all(
+        ids.slice(start, start + 50).map((id) => request(service.url, 'GET', '/users', { headers: { 'X-Request-Id': id } })),
+      );
+      for (const reply of replies) assert.is(reply.status, 200);
+    }
+    assert.is(await service.stop('SIGTERM'), 0);
+    const lines = service
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('"requestId":"many-'))
+      .map((line) => JSON.parse(line));
+    assert.equal(lines.map((line) => line.requestId).sort(), [...ids].sort());
+    for (const line of lines) {
+      assert.is(line.level, 30);
+      assert.equal(line.req, { method: 'GET', path: '/users' });
+      assert.equal(line.res, { status: 200 });
     }
   } finally {
     await service.stop();
