@@ -19,7 +19,7 @@ import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { available, load } from './load.js';
-import { freePort, GENERATOR_CORE, SERVER_CORE, START_ARGV, waitUntilServing } from './processes.js';
+import { freePort, GENERATOR_CORE, pinned, SERVER_CORE, START_ARGV, waitUntilServing } from './processes.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -91,8 +91,7 @@ process.once('SIGINT', () => process.exit(130));
 
 /** Starts the service of the checkout in `cwd` with `env`, its stdout (the request log) to `logFile`. */
 function spawnService(cwd: string, env: Record<string, string>, logFile: string, core: number | undefined): ChildProcess {
-  const argv = [process.execPath, ...START_ARGV];
-  const [file, ...rest] = core === undefined ? argv : ['taskset', '-c', String(core), ...argv];
+  const [file, ...rest] = pinned(core, [process.execPath, ...START_ARGV]);
   const log = openSync(logFile, 'w');
   const child = spawn(file as string, rest, { cwd, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', log, 'inherit'] });
   closeSync(log);

@@ -7,7 +7,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { freePort, GENERATOR_CORE, SERVER_CORE, START_ARGV, waitUntilServing } from './processes.js';
+import { freePort, GENERATOR_CORE, pinned, SERVER_CORE, START_ARGV, waitUntilServing } from './processes.js';
 import { insertRows, migrate } from './rows.js';
 
 const { values: args } = parseArgs({
@@ -31,9 +31,6 @@ writeFileSync(
   `request = function()\n  return wrk.format("GET", (wrk.path:gsub("{id}", math.random(1, ${rows}))))\nend\n`,
 );
 
-/** `command` pinned to `core` when this machine can pin. */
-const pinned = (core: number | undefined, command: string[]) =>
-  core === undefined ? command : ['taskset', '-c', String(core), ...command];
 // npm start's node arguments, under valgrind; --main swaps the entry point (the floor, say).
 const node = args.main ? [...START_ARGV.slice(0, -1), args.main] : START_ARGV;
 const valgrind = ['valgrind', '--tool=callgrind', '--separate-threads=yes', `--callgrind-out-file=${join(dir, 'callgrind.out')}`];

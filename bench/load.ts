@@ -4,6 +4,7 @@ import { execFile } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { pinned } from './processes.js';
 
 const run = promisify(execFile);
 
@@ -55,7 +56,6 @@ export async function available(program: string, ...args: string[]): Promise<str
 }
 
 let invocation = 0;
-const pinned = (core: number | undefined, argv: string[]) => (core === undefined ? argv : ['taskset', '-c', String(core), ...argv]);
 
 /** A Lua string literal of `text` (a long bracket: no escapes to get wrong). */
 function lua(text: string): string {

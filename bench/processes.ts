@@ -26,6 +26,10 @@ export const hasTaskset = (() => {
 export const SERVER_CORE = hasTaskset ? 1 : undefined;
 export const GENERATOR_CORE = hasTaskset ? 0 : undefined;
 
+/** `command` run on `core` with taskset, or as it is when there is no core to pin to (undefined). */
+export const pinned = (core: number | undefined, command: string[]): string[] =>
+  core === undefined ? command : ['taskset', '-c', String(core), ...command];
+
 /**
  * A port nobody listens on right now, picked by the OS: others may run servers (or this harness) on
  * the same machine, and a fixed port could make us load their server, or fail with EADDRINUSE.

@@ -11,7 +11,7 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { available, type LoadResult, type LoadSpec, load } from './load.js';
-import { freePort, GENERATOR_CORE, hasTaskset, SERVER_CORE, START_ARGV, waitUntilServing } from './processes.js';
+import { freePort, GENERATOR_CORE, hasTaskset, pinned, SERVER_CORE, START_ARGV, waitUntilServing } from './processes.js';
 import { insertRows, migrate } from './rows.js';
 import { makeWideInstall, type WideInstall } from './tables.js';
 
@@ -545,7 +545,7 @@ interface Measure extends LoadResult {
 
 /** Starts one process of a server, its stdout to `logFile`, pinned to `core` when given. */
 function spawnServer(argv: string[], env: Record<string, string>, cwd: string, logFile: string, core: number | undefined): ChildProcess {
-  const [file, ...rest] = core === undefined ? [process.execPath, ...argv] : ['taskset', '-c', String(core), process.execPath, ...argv];
+  const [file, ...rest] = pinned(core, [process.execPath, ...argv]);
   // The log goes to a file, as a deployment's would: a terminal or a pipe read by this process costs more.
   const log = openSync(logFile, 'w');
   const child = spawn(file as string, rest, { cwd, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', log, 'inherit'] });
