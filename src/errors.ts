@@ -44,6 +44,20 @@ const STATUS: Record<ErrorCode, number> = {
   internal: 500,
 };
 
+/** The longest piece of a client's text (a key, a path) echoed back in an error. */
+export const MAX_ECHOED_LENGTH = 64;
+
+const LONE_SURROGATES = /\p{Surrogate}/gu;
+
+/**
+ * A client's text made safe to echo in an error: at most MAX_ECHOED_LENGTH characters (so a 1 MB key
+ * is not sent back), lone surrogates replaced by U+FFFD.
+ */
+export function echo(text: string): string {
+  const short = text.length > MAX_ECHOED_LENGTH ? `${text.slice(0, MAX_ECHOED_LENGTH)}…` : text;
+  return short.replace(LONE_SURROGATES, '\ufffd');
+}
+
 /** Field errors listed in one problem at most; its detail says how many more there were. */
 export const MAX_REPORTED_ERRORS = 50;
 
@@ -133,7 +147,8 @@ export function toProblem(error: unknown, instance: string): ProblemResponse {
     title: STATUS_CODES[status] ?? 'Error',
     status,
     detail: known ? error.message : 'The server failed to handle this request; the failure has been logged.',
-    instance,
+    // The request path is client text: a 16 KB path is not sent back whole.
+    instance: echo(instance),
   };
   if (known && error.errors) {
     // Validators bound their own lists; this bound holds for any error, so no problem body is ever unbounded.

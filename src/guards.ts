@@ -105,14 +105,21 @@ const ALL_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
 
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 
+/** The request's id: the caller's X-Request-Id when it is sane (1–200 visible ASCII characters), else a new UUID. */
+export function requestIdOf(given: unknown): string {
+  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+}
+
+/** The security headers as raw header lines, for answers written on the socket before any request exists. */
+export const SECURITY_HEADER_LINES = SECURITY_ENTRIES.map(([name, value]) => `${name}: ${value}\r\n`).join('');
+
 /**
  * Uses the caller's X-Request-Id when it is sane, else a new UUID; echoes it, sets the security
  * headers, and starts the request log line, so that even refused requests are logged with their id.
  */
 function identify(log?: (req: GuardedRequest, res: ServerResponse) => void): Step {
   return (req, res) => {
-    const given = req.headers['x-request-id'];
-    req.id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    req.id = requestIdOf(req.headers['x-request-id']);
     if (res instanceof IdentifiedResponse) res.requestId = req.id;
     else {
       res.setHeader('X-Request-Id', req.id);
@@ -123,11 +130,15 @@ function identify(log?: (req: GuardedRequest, res: ServerResponse) => void): Ste
   };
 }
 
-/** CORS headers, and the answer to a real preflight (OPTIONS with Origin and Access-Control-Request-Method). */
-function corsStep(origins: NonNullable<Config['corsOrigins']>, allowOf: AllowOf): Step {
+/**
+ * CORS headers, and the answer to a real preflight (OPTIONS with Origin and Access-Control-Request-Method).
+ * A preflight needs no token; with authentication on it names every method on any path, so that it tells
+ * a client without a token nothing about which paths exist; without, the methods of its path (its Allow).
+ */
+function corsStep(origins: NonNullable<Config['corsOrigins']>, allowOf: AllowOf, authenticates: boolean): Step {
   const options = { origin: origins, exposedHeaders: EXPOSED_HEADERS, maxAge: 600, optionsSuccessStatus: 204 };
-  // A preflight is answered with the methods of its path (its Allow), so each call names them.
-  const handle = cors<GuardedRequest>((req, callback) => callback(null, { ...options, methods: allowOf(req.path ?? '') }));
+  const methodsOf: AllowOf = authenticates ? () => ALL_METHODS : allowOf;
+  const handle = cors<GuardedRequest>((req, callback) => callback(null, { ...options, methods: methodsOf(req.path ?? '') }));
   /** Runs cors as `method`: with a fixed origin list it decides synchronously, and ends the response of a preflight. */
   const run = (req: GuardedRequest, res: ServerResponse, method: string): Verdict => {
     const sent = req.method;
@@ -141,8 +152,8 @@ function corsStep(origins: NonNullable<Config['corsOrigins']>, allowOf: AllowOf)
   };
   return (req, res) => {
     if (req.method !== 'OPTIONS') return run(req, res, req.method ?? 'GET');
-    // A preflight (OPTIONS with Origin and Access-Control-Request-Method) on a routed path is answered here.
-    if (req.headers.origin && req.headers['access-control-request-method'] && allowOf(req.path ?? '')) return run(req, res, 'OPTIONS');
+    // A preflight (OPTIONS with Origin and Access-Control-Request-Method) is answered here when it names methods.
+    if (req.headers.origin && req.headers['access-control-request-method'] && methodsOf(req.path ?? '')) return run(req, res, 'OPTIONS');
     // Any other OPTIONS is routed like any request (204 + Allow, or 404), with the CORS headers of a simple request.
     return run(req, res, 'GET');
   };
@@ -270,7 +281,7 @@ export function createGuards(
     identify(log),
     protocolError,
     exceptProbes(createInFlightGate(config)),
-    config.corsOrigins ? corsStep(config.corsOrigins, allowOf) : undefined,
+    config.corsOrigins ? corsStep(config.corsOrigins, allowOf, Boolean(config.authToken)) : undefined,
     client,
     asterisk,
   ];

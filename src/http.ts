@@ -67,7 +67,8 @@ function mediaTypeOf(req: IncomingMessage): { type: string; charset?: string } |
  * Reads a JSON request body whose media type is one of `accepted`, checked by checkJsonDocument
  * before anything walks it (bounded nesting, well-formed Unicode).
  * `arrayLimit`: the larger bound of a JSON array (a bulk create); any other document stays within `limit`.
- * `levels`: the nesting allowed (a batch's envelope adds its own levels around each operation's body).
+ * `levels`: the nesting allowed; `envelope`: the document only carries bodies that are checked one by one
+ * later (a batch's operations), so only its nesting is bounded here, not its text.
  * @throws 415 for another or no media type, 413 past `limit`, 400 for malformed or too deeply nested
  *   JSON, 422 for lone surrogates
  * @see https://www.rfc-editor.org/rfc/rfc9110#section-15.5.16
@@ -76,8 +77,7 @@ export async function readJson(
   req: IncomingMessage,
   limit: number,
   accepted: readonly string[],
-  arrayLimit = limit,
-  levels = MAX_JSON_DEPTH,
+  { arrayLimit = limit, levels = MAX_JSON_DEPTH, envelope = false }: { arrayLimit?: number; levels?: number; envelope?: boolean } = {},
 ): Promise<unknown> {
   const media = mediaTypeOf(req);
   if (!media || !accepted.includes(media.type) || (media.charset && media.charset.toLowerCase() !== 'utf-8')) {
@@ -97,7 +97,14 @@ export async function readJson(
   const most = Math.max(limit, arrayLimit);
   if (Number(req.headers['content-length']) > most) throw tooLarge(most);
   const text = await readText(req, most);
-  if (text.trim() === '') throw new ApiError('badRequest', 'The request body is empty; a JSON document is required.');
+  // The body was read whole: a keep-alive connection is fine after this refusal.
+  const readButTooLarge = () =>
+    new ApiError('payloadTooLarge', `The request body is larger than ${limit} bytes (a JSON array of elements may have ${arrayLimit}).`);
+  const beyondLimit = most > limit && Buffer.byteLength(text) > limit;
+  if (text.trim() === '') {
+    if (beyondLimit) throw readButTooLarge();
+    throw new ApiError('badRequest', 'The request body is empty; a JSON document is required.');
+  }
   checkJsonText(text, levels);
   let document: unknown;
   try {
@@ -105,14 +112,8 @@ export async function readJson(
   } catch (error) {
     throw new ApiError('badRequest', `The request body is not valid JSON: ${(error as Error).message}`);
   }
-  // The body was read whole: a keep-alive connection is fine after this refusal.
-  if (!Array.isArray(document) && most > limit && Buffer.byteLength(text) > limit) {
-    throw new ApiError(
-      'payloadTooLarge',
-      `The request body is larger than ${limit} bytes (a JSON array of elements may have ${arrayLimit}).`,
-    );
-  }
-  checkJsonDocument(document, levels);
+  if (!Array.isArray(document) && beyondLimit) throw readButTooLarge();
+  if (!envelope) checkJsonDocument(document, levels);
   return document;
 }
 

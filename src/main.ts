@@ -140,12 +140,22 @@ async function supervise(config: Config, logger: Logger): Promise<void> {
   await close(await migrate(config, logger));
   if (config.rateLimit) startRateLimitPrimary();
   let stopping = false;
+  /** Whether a worker has served: until one has, a worker that dies means start-up itself fails. */
+  let listened = false;
+  cluster.on('listening', () => {
+    listened = true;
+  });
   cluster.on('exit', (worker, code, signal) => {
-    if (!stopping) {
+    if (!listened && !stopping) {
+      // The worker said why (a bad HOST, a port in use): a new one would only fail again, forever.
+      stopping = true;
+      process.exitCode = 1;
+      for (const other of Object.values(cluster.workers ?? {})) other?.process.kill('SIGKILL');
+    } else if (!stopping) {
       // After a pause: a worker that cannot start (its database unreachable) must not be re-forked in a tight loop.
       logger.error({ pid: worker.process.pid, code, signal }, `a worker died; starting another in ${REFORK_DELAY_MS} ms`);
       setTimeout(() => stopping || cluster.fork(), REFORK_DELAY_MS);
-    } else if (Object.keys(cluster.workers ?? {}).length === 0) {
+    } else if (Object.keys(cluster.workers ?? {}).length === 0 && process.exitCode !== 1) {
       logger.info('all workers stopped');
       process.exitCode = 0;
     }

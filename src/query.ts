@@ -2,10 +2,9 @@
 // and search words, converted to each field's type and bounded. Every failure is a 400 ApiError naming the parameter; no I/O.
 import { type CursorCodec, type CursorValue, Digest, toCursorValue } from './cursor.js';
 import { hasWordCharacters } from './db/search.js';
-import { ApiError, badQuery, type FieldError } from './errors.js';
+import { ApiError, badQuery, echo, type FieldError } from './errors.js';
 import { firstParameter } from './query-string.js';
 import { type Expansion, type Field, type Resource, SERVER_MANAGED_FIELDS } from './resources.js';
-import { echo } from './validation.js';
 
 export const OPERATORS = ['eq', 'ne', 'gt', 'gte', 'lt', 'lte', 'in', 'contains', 'startsWith', 'null'] as const;
 export type Operator = (typeof OPERATORS)[number];
@@ -102,7 +101,7 @@ export interface ListQueryOptions {
 }
 
 const FILTER_NAME = /^([A-Za-z_][A-Za-z0-9_]*)(?:\[([A-Za-z]+)\])?$/;
-const CANONICAL_INTEGER = /^-?(0|[1-9][0-9]*)$/;
+const CANONICAL_INTEGER = /^(0|-?[1-9][0-9]*)$/;
 const TEXT_ONLY: readonly Operator[] = ['contains', 'startsWith'];
 
 /** A 400 naming a parameter; the name is cut short like any client text echoed in an error. */
@@ -126,10 +125,13 @@ function kindOf(field: Field): 'integer' | 'number' | 'boolean' | 'string' | 'da
   return undefined;
 }
 
-/** A date or date-time as a Date, or undefined when it is not ISO 8601 or names no instant. */
+/** A date or date-time as a Date, or undefined when it is not ISO 8601 or names no instant (`2026-02-30` names none). */
 function toInstant(raw: string): Date | undefined {
   const value = ISO_8601.test(raw) ? new Date(raw) : undefined;
-  return value && !Number.isNaN(value.getTime()) ? value : undefined;
+  if (!value || Number.isNaN(value.getTime())) return undefined;
+  // Date rolls a day past the month's end over into the next month; the calendar date must be as written.
+  const day = raw.slice(0, 10);
+  return new Date(`${day}T00:00:00Z`).toISOString().startsWith(day) ? value : undefined;
 }
 
 /** Converts one raw query value to the field's type, or throws a 400 naming `path`. */
@@ -226,7 +228,8 @@ function parseSort(resource: Resource, raw: string | undefined, searching: boole
 /** `q=words`: the words that hold a letter or digit, each literal; a 400 when none does or the kind has no searchable fields. */
 function parseSearch(resource: Resource, raw: string): Search {
   if (resource.searchable.length === 0) throw bad('q', `cannot be used here: ${resource.name} has no searchable fields`);
-  const words = raw.split(/\s+/u).filter(hasWordCharacters);
+  // Control characters (NUL among them: it would end the engine's query text) separate words like white space.
+  const words = raw.split(/[\s\p{Cc}]+/u).filter(hasWordCharacters);
   if (words.length === 0) throw bad('q', 'holds no word to search for (letters or digits)');
   if (words.length > QUERY_LIMITS.searchWords)
     throw bad('q', `holds ${words.length} words; at most ${QUERY_LIMITS.searchWords} are allowed`);

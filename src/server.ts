@@ -1,11 +1,10 @@
 // The node:http server around the app: timeouts that bound slow clients, and requests Node itself
 // would answer or drop (malformed, timed out, CONNECT) given a problem body, a request id and a log line.
-import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
-import { IdentifiedResponse } from './guards.js';
+import { IdentifiedResponse, requestIdOf, SECURITY_HEADER_LINES } from './guards.js';
 
 const KEEP_ALIVE_TIMEOUT_MS = 5000;
 /** How long a refused client gets to read its answer before the socket is destroyed anyway. */
@@ -21,16 +20,16 @@ type RefusalLog = Pick<Logger, 'warn'> | undefined;
  * client's unread bytes are pending, and the client might never see the answer.) A socket whose
  * current response has started is only destroyed: bytes written now would corrupt that response.
  */
-function refuse(log: RefusalLog, socket: Duplex, [status, title, detail]: Refusal): void {
+function refuse(log: RefusalLog, socket: Duplex, [status, title, detail]: Refusal, givenId?: unknown): void {
   const current = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
   if (!socket.writable || current?.headersSent) return void socket.destroy();
-  const requestId = randomUUID();
+  const requestId = requestIdOf(givenId);
   const body = JSON.stringify({ type: 'about:blank', title, status, detail, instance: '' });
   const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref();
   socket.once('close', () => clearTimeout(timer));
   socket.end(
     `HTTP/1.1 ${status} ${title}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-      `Connection: close\r\nX-Request-Id: ${requestId}\r\nX-Content-Type-Options: nosniff\r\n\r\n${body}`,
+      `Connection: close\r\nX-Request-Id: ${requestId}\r\n${SECURITY_HEADER_LINES}\r\n${body}`,
   );
   log?.warn({ requestId, res: { status } }, `refused before routing: ${status} ${title}`);
 }
@@ -76,7 +75,7 @@ export function createHttpServer(
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) =>
     refuse(log, socket, PARSE_FAILURES[error.code ?? ''] ?? UNREADABLE),
   );
-  server.on('connect', (_req: IncomingMessage, socket: Duplex) => refuse(log, socket, TUNNEL));
+  server.on('connect', (req: IncomingMessage, socket: Duplex) => refuse(log, socket, TUNNEL, req.headers['x-request-id']));
   // An Expect other than 100-continue goes to the app like any request; its guards answer 417.
   server.on('checkExpectation', listener);
   return server;

@@ -2,31 +2,18 @@
 // zod schemas; every failure is a 4xx ApiError with a bounded list of field errors. No I/O here.
 import { isDeepStrictEqual } from 'node:util';
 import type { z } from 'zod';
-import { ApiError, atElement, type FieldError, MAX_REPORTED_ERRORS, unlistedErrors } from './errors.js';
+import { ApiError, atElement, echo, type FieldError, MAX_ECHOED_LENGTH, MAX_REPORTED_ERRORS, unlistedErrors } from './errors.js';
 import type { Resource } from './resources.js';
 
 export type Row = Record<string, unknown>;
 
 /** How deep arrays and objects may nest in a body (a top-level object is level 1); deeper is a 400. */
 export const MAX_JSON_DEPTH = 64;
-/** The longest piece of a client's text (a key, a path) echoed back in an error. */
-export const MAX_ECHOED_LENGTH = 64;
-
 /** A UTF-16 code unit of a surrogate pair standing alone: no Unicode text, so no UTF-8 can store it. */
 const LONE_SURROGATE = /\p{Surrogate}/u;
-const LONE_SURROGATES = /\p{Surrogate}/gu;
 
 function isObject(value: unknown): value is Row {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/**
- * A client's text made safe to echo in an error: at most MAX_ECHOED_LENGTH characters (so a 1 MB key
- * is not sent back), lone surrogates replaced by U+FFFD.
- */
-export function echo(text: string): string {
-  const short = text.length > MAX_ECHOED_LENGTH ? `${text.slice(0, MAX_ECHOED_LENGTH)}…` : text;
-  return short.replace(LONE_SURROGATES, '\ufffd');
 }
 
 /**

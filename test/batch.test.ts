@@ -5,6 +5,7 @@
 // envelope is a 400 before anything runs. Runs on both backends.
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { MAX_ECHOED_LENGTH } from '../src/errors.js';
 import { created, userSample } from './fixtures.js';
 import type { Reply, Service } from './helpers.js';
 import { startService } from './helpers.js';
@@ -937,6 +938,55 @@ asAlone('a body nested as deep as a request alone may be is not refused for the 
   const expected = await alone(service, 'POST', '/users', { body });
   assert.is(expected.status, 422, JSON.stringify(expected).slice(0, 300));
   assertFailedAt(await batch(service, [{ method: 'POST', path: '/users', body }]), 0, expected);
+});
+
+asAlone("a body nested deeper than alone allows is that operation's 400, not the batch's", async ({ service }) => {
+  let deep: unknown = 'x';
+  for (let i = 0; i < 70; i++) deep = [deep];
+  const body = { ...newUser('Deeper'), name: deep };
+  const expected = await alone(service, 'POST', '/users', { body });
+  assert.is(expected.status, 400, JSON.stringify(expected).slice(0, 300));
+  assertFailedAt(
+    await batch(service, [
+      { method: 'GET', path: '/users' },
+      { method: 'POST', path: '/users', body },
+    ]),
+    1,
+    expected,
+  );
+  // Past the bound of the whole request, the batch is refused before it is parsed.
+  for (let i = 0; i < 200; i++) deep = [deep];
+  const whole = await batch(service, [{ method: 'POST', path: '/users', body: { ...newUser('Deepest'), name: deep } }]);
+  assert.is(whole.status, 400, whole.text.slice(0, 300));
+  assert.is(whole.body.operation, undefined);
+});
+
+asAlone("a lone surrogate in a body is that operation's 422, with the paths it has alone", async ({ service }) => {
+  const raw = `{"name":"\\ud800","email":"lone@batch.test"}`;
+  const json = { 'content-type': 'application/json' };
+  const expected = asResult(await service.request('POST', '/users', { raw, headers: json }));
+  assert.is(expected.status, 422);
+  const reply = await service.request('POST', '/_batch', {
+    raw: `{"operations":[{"method":"GET","path":"/users"},{"method":"POST","path":"/users","body":${raw}}]}`,
+    headers: json,
+  });
+  assertFailedAt(reply, 1, expected);
+});
+
+asAlone("the client's words in a malformed batch are echoed cut short, and the answer stays small", async ({ service }) => {
+  const long = 'k'.repeat(1_000);
+  const operations = Array.from({ length: 100 }, () => ({
+    method: 'POST',
+    path: `/users/{${long}}`,
+    [long]: 1,
+    headers: { [long]: 'x' },
+    body: { ownerId: { $ref: long } },
+  }));
+  const reply = await batch(service, operations);
+  assert.is(reply.status, 400);
+  assert.ok(reply.text.length < 20_000, `${reply.text.length} bytes`);
+  assert.ok(!reply.text.includes('k'.repeat(MAX_ECHOED_LENGTH + 1)), reply.text.slice(0, 500));
+  for (const error of reply.body.errors) assert.ok(error.path.length <= MAX_ECHOED_LENGTH + 1, error.path);
 });
 
 asAlone.run();

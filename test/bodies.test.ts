@@ -3,9 +3,9 @@
 
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { ApiError, MAX_REPORTED_ERRORS } from '../src/errors.js';
+import { ApiError, MAX_ECHOED_LENGTH, MAX_REPORTED_ERRORS } from '../src/errors.js';
 import { fingerprintOf } from '../src/idempotency.js';
-import { applyMergePatch, checkJsonText, MAX_ECHOED_LENGTH, MAX_JSON_DEPTH, MAX_OBJECT_MEMBERS } from '../src/validation.js';
+import { applyMergePatch, checkJsonText, MAX_JSON_DEPTH, MAX_OBJECT_MEMBERS } from '../src/validation.js';
 import { userSample } from './fixtures.js';
 import { type Reply, type Service, startService } from './helpers.js';
 
@@ -171,6 +171,23 @@ amplification('a key a megabyte long is not echoed back whole', async (ctx) => {
     assert.ok(reply.text.length < 2_000, `${write.label}: ${reply.text.length} bytes`);
   }
   assert.equal(await state(ctx), before);
+});
+
+amplification('a long path or id is not echoed back whole: neither in the detail nor in the instance', async (ctx) => {
+  const id = '9'.repeat(5_000);
+  for (const path of [`/users/${id}`, `/${'n'.repeat(5_000)}`]) {
+    const reply = await ctx.service.request('GET', path);
+    assertProblem(reply, 404, path.slice(0, 12));
+    assert.is(reply.body.instance, `${path.slice(0, MAX_ECHOED_LENGTH)}…`);
+    assert.ok(reply.text.length < 1_000, `${reply.text.length} bytes`);
+  }
+});
+
+amplification('a body of only white space past MAX_BODY_BYTES is a 413, not an empty body', async (ctx) => {
+  const headers = { 'content-type': 'application/json' };
+  const reply = await ctx.service.request('POST', '/users', { raw: ' '.repeat(1024 * 1024 + 1), headers });
+  assertProblem(reply, 413, 'POST');
+  assertProblem(await ctx.service.request('POST', '/users', { raw: '   ', headers }), 400, 'POST');
 });
 
 amplification('a few errors are listed whole, with no count in the detail', async (ctx) => {

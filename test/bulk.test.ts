@@ -163,6 +163,9 @@ bulk('an Idempotency-Key covers the whole array: replayed as it was, another arr
   assert.is(await total(service, '/users'), before);
   const other = await service.request('POST', '/users', { body: users(3, 'Other'), headers });
   assert.is(other.status, 422, other.text);
+  // The key is the request's, not an element's: no index in the detail or the paths.
+  assert.not.match(other.body.detail, /^Element/);
+  assert.equal(other.body.errors, undefined);
   assert.is(await total(service, '/users'), before);
 });
 

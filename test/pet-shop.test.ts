@@ -126,6 +126,7 @@ failures('a closed database makes /readyz 503 and requests a generic, logged 500
   service.database.sqlite.close();
   const ready = await service.request('GET', '/readyz');
   assert.is(ready.status, 503);
+  assert.is(ready.headers.get('retry-after'), '1');
   assert.match(ready.body.detail, /database is closed/);
   const reply = await service.request('GET', '/users');
   assert.is(reply.status, 500);

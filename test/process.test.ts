@@ -140,6 +140,13 @@ test('a database that cannot be opened, or an address that cannot be bound, is o
         new RegExp(`^restable: cannot listen on 127\\.0\\.0\\.1:${port}: EADDRINUSE$`),
       ],
       [{ DATABASE_PATH: join(temp.dir, 'c.db'), HOST: '999.1.1.1' }, /^restable: cannot listen on 999\.1\.1\.1:0: ENOTFOUND$/],
+      // With workers, a worker that cannot listen before any has served stops start-up (it is not re-forked forever).
+      [
+        { DATABASE_PATH: join(temp.dir, 'd.db'), HOST: '999.1.1.1', WORKERS: '2' },
+        /^restable: cannot listen on 999\.1\.1\.1:0: ENOTFOUND$/,
+      ],
+      // A directory that cannot be made (node's recursive mkdirSync never returns under /proc).
+      [{ DATABASE_PATH: '/proc/restable-nowhere/x.db' }, /^restable: cannot open the database \/proc\/restable-nowhere\/x\.db: /],
     ];
     for (const [env, line] of cases) {
       const { code, output } = await runService({ LOG_LEVEL: 'silent', ...env });

@@ -221,16 +221,28 @@ protocol('an Expect other than 100-continue is a 417 problem; 100-continue works
   assert.match(continued.head, /^HTTP\/1\.1 100 Continue/);
 });
 
-protocol('CONNECT gets a problem answer, not a dropped socket', async ({ service }) => {
-  const reply = await raw(service.url, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+protocol("CONNECT gets a problem answer with the client's request id, not a dropped socket", async ({ service }) => {
+  const reply = await raw(service.url, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nX-Request-Id: tunnel-7\r\n\r\n');
   assert.is(reply.status, 405);
   assert.match(reply.head, /application\/problem\+json/);
   const id = header(reply, 'x-request-id');
-  assert.ok(id, 'no request id');
+  assert.is(id, 'tunnel-7');
   assert.ok(
     service.logs.some((line) => line.requestId === id && line.res?.status === 405),
     'no log line',
   );
+});
+
+protocol('a request the parser cannot read (an unknown method) is a 400 with the security headers of every answer', async ({ service }) => {
+  for (const request of ['FOO /users HTTP/1.1\r\nHost: x\r\n\r\n', 'get /users HTTP/1.1\r\nHost: x\r\n\r\n']) {
+    const reply = await raw(service.url, request);
+    assert.is(reply.status, 400, request);
+    assert.ok(header(reply, 'x-request-id'), 'no request id');
+    assert.is(header(reply, 'x-content-type-options'), 'nosniff');
+    assert.is(header(reply, 'x-frame-options'), 'DENY');
+    assert.is(header(reply, 'referrer-policy'), 'no-referrer');
+    assert.is(header(reply, 'content-security-policy'), "default-src 'none'; frame-ancestors 'none'");
+  }
 });
 
 protocol('an OPTIONS without Origin is no CORS preflight: routed, 404 on unknown paths', async ({ service }) => {

@@ -119,6 +119,7 @@ test('every operator parses, with values of the field type', () => {
     ['species[in]', 'cat,dog', ['cat', 'dog']],
     ['createdAt[gte]', '2026-01-01', '2026-01-01T00:00:00.000Z'],
     ['createdAt[lt]', '2026-01-01T01:30:00+01:00', '2026-01-01T00:30:00.000Z'],
+    ['createdAt[lt]', '2024-02-29T23:30:00-01:00', '2024-03-01T00:30:00.000Z'],
     ['updatedAt[startsWith]', '2026-0', '2026-0'],
   ];
   for (const [name, raw, value] of cases) {
@@ -163,6 +164,12 @@ test('unconvertible values are 400s naming the parameter', () => {
     { 'ownerId[null]': 'maybe' },
     { 'id[contains]': '1' },
     { 'ownerId[startsWith]': '1' },
+    { ownerId: '-0' },
+    { 'id[gt]': '07' },
+    { 'createdAt[gt]': '2026-02-30' },
+    { createdAt: '2025-02-29' },
+    { 'createdAt[lt]': '2026-04-31T10:00:00Z' },
+    { 'createdAt[lt]': '2026-13-01' },
   ];
   for (const query of cases)
     assert.equal(

@@ -346,6 +346,18 @@ anyOrigin('a preflight is answered without a token', async ({ service }) => {
   assert.is(reply.headers.get('access-control-max-age'), '600');
 });
 
+anyOrigin('with a token required, every preflight allows every method, so none tells which paths exist', async ({ service }) => {
+  for (const path of ['/users', '/users/1', '/users/abc', '/nothing/here', '/_changes']) {
+    const reply = await service.request('OPTIONS', path, {
+      headers: { origin: 'https://a.example', 'access-control-request-method': 'GET' },
+    });
+    assert.is(reply.status, 204, `${path}: ${reply.text}`);
+    assert.is(reply.headers.get('access-control-allow-methods'), 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS', path);
+  }
+  // The request itself still needs the token.
+  assert.is((await service.request('GET', '/nothing/here', { headers: { origin: 'https://a.example' } })).status, 401);
+});
+
 anyOrigin.run();
 
 const listedOrigins = withService('CORS_ORIGINS=list', { CORS_ORIGINS: 'https://app.example.com, http://localhost:5173' });

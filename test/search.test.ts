@@ -110,6 +110,11 @@ words('query syntax is literal: quotes, stars, NEAR, OR, column filters never ac
     '.ada',
     'ada*:',
     '"" ada',
+    // A NUL ends a C string: it must not end the engine's query text.
+    'ada\u0000lovelace',
+    '\u0000ada',
+    'ada\u0000',
+    '\u0000',
   ];
   for (const q of hostile) {
     const reply = await service.request('GET', `/users?q=${encodeURIComponent(q)}`);
@@ -117,6 +122,8 @@ words('query syntax is literal: quotes, stars, NEAR, OR, column filters never ac
     if (reply.status === 400) assertBad(reply, 'q', /no word/);
   }
   assert.equal(sorted(await found(service, `q=${encodeURIComponent("'ada':*")}`)), ['Ada Lovelace', 'ada ada ada']);
+  // Control characters separate words as white space does.
+  assert.equal(await found(service, 'q=ada%00lovelace'), await found(service, 'q=ada%20lovelace'));
 });
 
 words('unicode letters are words; emoji are not, and a q of emoji alone is refused', async ({ service }) => {

@@ -2,7 +2,7 @@
 // their own, each answered by the same compiled route as alone; the first failure rolls all back.
 import { performance } from 'node:perf_hooks';
 import type { Config } from '../config.js';
-import { ApiError, type FieldError, type ProblemResponse, toProblem } from '../errors.js';
+import { ApiError, echo, type FieldError, type ProblemResponse, toProblem } from '../errors.js';
 import { type JsonResponse, readJson, send, sendProblem } from '../http.js';
 import { fingerprintOf, parseIdempotencyKey } from '../idempotency.js';
 import { type ParsedUrl, parseRequestUrl } from '../query-string.js';
@@ -12,6 +12,11 @@ import { MAX_JSON_DEPTH } from '../validation.js';
 import { bulkBodyLimit, type CompiledEndpoint, type Endpoint, type Request, type Response } from './compile.js';
 import type { Match } from './routes.js';
 
+/**
+ * How deep a batch's JSON may nest, envelope included: an operation's body nested past MAX_JSON_DEPTH is
+ * that operation's 400, up to this bound; past it the whole batch is refused before it is parsed.
+ */
+export const MAX_BATCH_DEPTH = 4 * MAX_JSON_DEPTH;
 /** How many operations one batch holds. */
 export const BATCH_OPERATIONS = { min: 1, max: 100 } as const;
 export const BATCH_PATH = '/_batch';
@@ -143,7 +148,8 @@ function resolveRefs(value: unknown, created: Map<string, Created>): unknown {
  */
 function parseEnvelope(document: unknown, routes: (path: string) => Match<CompiledEndpoint> | undefined): Operation[] {
   const errors: FieldError[] = [];
-  const fail = (path: string, message: string) => errors.push({ path, message });
+  // Paths hold the client's member names: each is echoed cut short, like any client text in an error.
+  const fail = (path: string, message: string) => errors.push({ path: echo(path), message });
   const refuse = () =>
     new ApiError('badRequest', `The batch is malformed: ${errors[0]?.path || 'the body'} ${errors[0]?.message}.`, { errors });
   if (document === null || typeof document !== 'object' || Array.isArray(document)) {
@@ -195,7 +201,7 @@ function parseEnvelope(document: unknown, routes: (path: string) => Match<Compil
     if (typeof path !== 'string' || !path.startsWith('/')) fail(`${at}/path`, 'must be a path starting with /');
     else {
       for (const [, name] of path.matchAll(PLACEHOLDER)) {
-        if (!labels.has(name as string)) fail(`${at}/path`, `{${name}} names no label of an earlier operation`);
+        if (!labels.has(name as string)) fail(`${at}/path`, `{${echo(name as string)}} names no label of an earlier operation`);
       }
       // With each `{label}` standing for a key, the path must be one of the resources' routes.
       const pathname = path.split('?')[0] as string;
@@ -206,7 +212,7 @@ function parseEnvelope(document: unknown, routes: (path: string) => Match<Compil
     }
     walkRefs(op.body, `${at}/body`, (ref, where) => {
       if (typeof ref !== 'string') fail(where, 'a $ref must be an object {"$ref": "<label>"} and nothing else');
-      else if (!labels.has(ref)) fail(where, `"$ref": "${ref}" names no label of an earlier operation`);
+      else if (!labels.has(ref)) fail(where, `"$ref": ${JSON.stringify(echo(ref))} names no label of an earlier operation`);
     });
     // Defined after its own path and body were checked: an operation cannot refer to itself.
     if (defines) labels.set(label as string, i);
@@ -247,7 +253,7 @@ export function batchEndpoint({ store, config, routes }: BatchOptions): Endpoint
     const match = routes(req.path);
     try {
       // Checked before the batch ran; a path that names no route once its labels are filled in is a 404 as alone.
-      if (!match) throw new ApiError('notFound', `Nothing is served at ${req.path}.`);
+      if (!match) throw new ApiError('notFound', `Nothing is served at ${echo(req.path)}.`);
       const answer = (match.value.byMethod.get(op.method) ?? match.value.otherwise)(req, res as unknown as Response, match.segment);
       if (answer instanceof Promise) return answer.then(recorded, failed);
       return recorded();
@@ -316,8 +322,9 @@ export function batchEndpoint({ store, config, routes }: BatchOptions): Endpoint
 
   const post = (req: Request, res: Response) => {
     const key = parseIdempotencyKey(req.headers['idempotency-key']);
-    // The envelope wraps each operation's body in three levels: the body may nest as deep as alone.
-    return readJson(req, limit, ['application/json'], limit, MAX_JSON_DEPTH + 3).then((document) => {
+    // Each operation's body is checked as alone (nesting, Unicode) when it runs, so that a refusal is the
+    // operation's; the envelope is only bounded in depth, for the walks that follow.
+    return readJson(req, limit, ['application/json'], { arrayLimit: limit, levels: MAX_BATCH_DEPTH, envelope: true }).then((document) => {
       const operations = parseEnvelope(document, routes);
       const once = key === undefined ? undefined : { key, fingerprint: fingerprintOf('POST', BATCH_PATH, document) };
       const work = (tx: Transaction) => then(run(req, operations, tx, performance.now()), resultsOf);

@@ -33,10 +33,12 @@ interface ChangesQuery {
 const invalid = (path: string, message: string) =>
   new ApiError('badRequest', `Query parameter "${path}" ${message}.`, { errors: [{ path, message }] });
 
-/** A seq as a client sends it (`since`, Last-Event-ID): plain decimal digits. */
-function seqOf(text: string, path: string): number {
-  if (!/^\d{1,15}$/.test(text)) throw invalid(path, 'must be a change seq (a whole number, 0 or more)');
-  return Number(text);
+/** A seq as a client sends it (`since`, or the Last-Event-ID header): a canonical whole number (`7`, not `07`). */
+function seqOf(text: string, name: 'since' | 'Last-Event-ID'): number {
+  if (/^(0|[1-9]\d{0,14})$/.test(text)) return Number(text);
+  const message = 'must be a change seq (a whole number, 0 or more, without leading zeros)';
+  if (name === 'since') throw invalid(name, message);
+  throw new ApiError('badRequest', `The Last-Event-ID header ${message}.`, { errors: [{ path: name, message }] });
 }
 
 /** The query of GET /_changes; anything else it carries is a 400. */
@@ -175,6 +177,8 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
   const feed = (req: Request, res: Response) => {
     const query = parseQuery(req.query, kinds);
     if (query.ticket !== undefined && !tickets.valid(query.ticket)) {
+      // Without authentication a ticket opens nothing: a bad one is a bad parameter, never a 401 (API.md §4).
+      if (!config.authToken) throw invalid('ticket', 'is not valid or has expired; get a new one from GET /_changes/ticket');
       throw new ApiError('unauthorized', 'The ticket is not valid or has expired; get a new one from GET /_changes/ticket.', {
         headers: { 'WWW-Authenticate': 'Bearer realm="restable", error="invalid_token"' },
       });

@@ -194,7 +194,7 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
    * the batch and held to the same bounds as alone: its size (as compact JSON) and its nesting.
    */
   const body = (req: Request, accepted: readonly string[], arrays = config.maxBodyBytes): MaybePromise<unknown> => {
-    if (!req.operation) return readJson(req, config.maxBodyBytes, accepted, arrays);
+    if (!req.operation) return readJson(req, config.maxBodyBytes, accepted, { arrayLimit: arrays });
     const { body: given } = req.operation;
     const bound = Array.isArray(given) ? arrays : config.maxBodyBytes;
     if (Buffer.byteLength(JSON.stringify(given)) > bound) {

@@ -1,6 +1,6 @@
 // Opens the SQLite file with the pragmas the service relies on, and closes it cleanly.
 // It owns no global handle: callers keep what openDatabase returns and pass it on.
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { type BetterSQLite3Database, drizzle } from 'drizzle-orm/better-sqlite3';
@@ -41,6 +41,16 @@ function useWal(sqlite: Database.Database): void {
 }
 
 /**
+ * Makes `dir` and its missing parents one level at a time: node's own `recursive` mkdirSync never
+ * returns for some paths (under /proc, it loops), where a single mkdir fails at once.
+ */
+function makeDirectory(dir: string): void {
+  const missing: string[] = [];
+  for (let at = dir; !existsSync(at) && dirname(at) !== at; at = dirname(at)) missing.push(at);
+  for (const level of missing.reverse()) mkdirSync(level);
+}
+
+/**
  * Opens (creating if needed) the database file with WAL, foreign keys, a busy timeout, a bounded
  * WAL and the given synchronous level (FULL: a committed write survives power loss; NORMAL: it
  * survives a crash of the process, but the last commits may be lost if the machine loses power).
@@ -49,7 +59,7 @@ function useWal(sqlite: Database.Database): void {
 export function openDatabase(path: string, synchronous: Synchronous = 'FULL'): DatabaseHandle {
   let sqlite: Database.Database | undefined;
   try {
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    if (path !== ':memory:') makeDirectory(dirname(path));
     sqlite = new Database(path, { timeout: BUSY_TIMEOUT_MS });
     useWal(sqlite);
     sqlite.pragma(`synchronous = ${synchronous}`);

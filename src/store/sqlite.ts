@@ -489,8 +489,8 @@ function createKindStore(
         const bulk = Array.isArray(input);
         const now = new Date();
         const stamped = (bulk ? input : [input]).map((row) => rules.forCreate(row, now));
-        /** The element being inserted: a refusal names it. */
-        let at = 0;
+        /** The element being inserted: a refusal names it (none before the first: a reused Idempotency-Key is the request's). */
+        let at = -1;
         return write(
           'write',
           () => {
@@ -505,8 +505,8 @@ function createKindStore(
             if (once) keys.save(once, response);
             return { response, replayed: false };
           },
-          () => stamped[at],
-          bulk ? (error) => atElement(at, error) : undefined,
+          () => stamped[Math.max(at, 0)],
+          bulk ? (error) => (at < 0 ? error : atElement(at, error)) : undefined,
         );
       },
 

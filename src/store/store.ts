@@ -1,6 +1,6 @@
 // The data-layer seam: what the HTTP layer asks of a backend, per resource kind. SQLite answers
 // reads synchronously; another backend may answer with promises (T | Promise<T>) behind the same calls.
-import { ApiError } from '../errors.js';
+import { ApiError, echo } from '../errors.js';
 import type { JsonResponse } from '../http.js';
 import type { ListQuery } from '../query.js';
 import type { Id, Resource } from '../resources.js';
@@ -99,7 +99,7 @@ export interface Store {
 
 /** The 404 for an id that names no element of `resource` (every backend and the HTTP layer use it). */
 export function notFound(resource: Resource, id: unknown): ApiError {
-  return new ApiError('notFound', `There is no ${resource.name} element with id ${JSON.stringify(String(id))}.`);
+  return new ApiError('notFound', `There is no ${resource.name} element with id ${JSON.stringify(echo(String(id)))}.`);
 }
 
 /** Applies `next` to a value now, or once its promise settles: a synchronous store stays synchronous. */
