@@ -530,7 +530,12 @@ function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<strin
   const json = (schema: Json) => ({ 'application/json': { schema } });
   const errors = (...names: ErrorName[]) =>
     Object.fromEntries(
-      [...names, ...authErrors(options, 'POST'), ...(options.rateLimit ? (['TooManyRequests'] as const) : [])].map((name) => [
+      [
+        ...names,
+        'MethodNotAllowed' as const,
+        ...authErrors(options, 'POST'),
+        ...(options.rateLimit ? (['TooManyRequests'] as const) : []),
+      ].map((name) => [
         ERRORS[name][0],
         ref('responses', name),
       ]),
@@ -761,7 +766,7 @@ function changesPaths(
       name: 'ticket',
       in: 'query',
       description:
-        'a ticket from GET /_changes/ticket: authenticates the request without an Authorization header (EventSource cannot send one); not valid or expired: 401',
+        'a ticket from GET /_changes/ticket: authenticates the request without an Authorization header (EventSource cannot send one); not valid or expired: 401 (400 without authentication, where it opens nothing)',
       schema: { type: 'string' },
     },
     {
@@ -769,7 +774,7 @@ function changesPaths(
       in: 'header',
       description:
         'event stream only: resume after this seq (a reconnecting EventSource sends the id of the last event it got); wins over since',
-      schema: { type: 'string', pattern: '^[0-9]{1,15}$' },
+      schema: { type: 'string', pattern: '^(0|[1-9][0-9]{0,14})$' },
     },
   ];
   const ok = {
@@ -795,12 +800,13 @@ function changesPaths(
     responses: {
       200: ok,
       400: ref('responses', 'BadRequest'),
-      401: problem(
-        options.auth
-          ? 'No valid bearer token and no ticket, or a ticket that is not valid or has expired'
-          : 'A ticket that is not valid or has expired (without one, no token is needed)',
-        { 'WWW-Authenticate': { schema: { type: 'string' } } },
-      ),
+      ...(options.auth
+        ? {
+            401: problem('No valid bearer token and no ticket, or a ticket that is not valid or has expired', {
+              'WWW-Authenticate': { schema: { type: 'string' } },
+            }),
+          }
+        : {}),
       405: ref('responses', 'MethodNotAllowed'),
       406: problem('Accept rules out both application/json and text/event-stream'),
       410: ref('responses', 'Gone'),
