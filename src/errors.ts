@@ -47,15 +47,16 @@ const STATUS: Record<ErrorCode, number> = {
 /** The longest piece of a client's text (a key, a path) echoed back in an error. */
 export const MAX_ECHOED_LENGTH = 64;
 
-const LONE_SURROGATES = /\p{Surrogate}/gu;
+/** String.prototype.isWellFormed and toWellFormed (ES2024, in Node 20; not yet in the ES2022 typings). */
+type WellFormed = { isWellFormed(): boolean; toWellFormed(): string };
 
 /**
  * A client's text made safe to echo in an error: at most MAX_ECHOED_LENGTH characters (so a 1 MB key
  * is not sent back), lone surrogates replaced by U+FFFD.
  */
 export function echo(text: string): string {
-  const short = text.length > MAX_ECHOED_LENGTH ? `${text.slice(0, MAX_ECHOED_LENGTH)}…` : text;
-  return short.replace(LONE_SURROGATES, '\ufffd');
+  const short = (text.length > MAX_ECHOED_LENGTH ? `${text.slice(0, MAX_ECHOED_LENGTH)}…` : text) as string & WellFormed;
+  return short.isWellFormed() ? short : short.toWellFormed();
 }
 
 /** Field errors listed in one problem at most; its detail says how many more there were. */

@@ -535,10 +535,7 @@ function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<strin
         'MethodNotAllowed' as const,
         ...authErrors(options, 'POST'),
         ...(options.rateLimit ? (['TooManyRequests'] as const) : []),
-      ].map((name) => [
-        ERRORS[name][0],
-        ref('responses', name),
-      ]),
+      ].map((name) => [ERRORS[name][0], ref('responses', name)]),
     );
   const schemas: Record<string, Json> = {
     'batch.operation': {
