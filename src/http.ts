@@ -100,9 +100,9 @@ export async function readJson(
   // The body was read whole: a keep-alive connection is fine after this refusal.
   const readButTooLarge = () =>
     new ApiError('payloadTooLarge', `The request body is larger than ${limit} bytes (a JSON array of elements may have ${arrayLimit}).`);
-  const beyondLimit = most > limit && Buffer.byteLength(text) > limit;
+  const beyondLimit = () => most > limit && Buffer.byteLength(text) > limit;
   if (text.trim() === '') {
-    if (beyondLimit) throw readButTooLarge();
+    if (beyondLimit()) throw readButTooLarge();
     throw new ApiError('badRequest', 'The request body is empty; a JSON document is required.');
   }
   checkJsonText(text, levels);
@@ -112,7 +112,7 @@ export async function readJson(
   } catch (error) {
     throw new ApiError('badRequest', `The request body is not valid JSON: ${(error as Error).message}`);
   }
-  if (!Array.isArray(document) && beyondLimit) throw readButTooLarge();
+  if (!Array.isArray(document) && beyondLimit()) throw readButTooLarge();
   if (!envelope) checkJsonDocument(document, levels);
   return document;
 }

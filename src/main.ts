@@ -142,6 +142,7 @@ async function supervise(config: Config, logger: Logger): Promise<void> {
   let stopping = false;
   /** Whether a worker has served: until one has, a worker that dies means start-up itself fails. */
   let listened = false;
+  let failed = false;
   cluster.on('listening', () => {
     listened = true;
   });
@@ -149,13 +150,14 @@ async function supervise(config: Config, logger: Logger): Promise<void> {
     if (!listened && !stopping) {
       // The worker said why (a bad HOST, a port in use): a new one would only fail again, forever.
       stopping = true;
+      failed = true;
       process.exitCode = 1;
       for (const other of Object.values(cluster.workers ?? {})) other?.process.kill('SIGKILL');
     } else if (!stopping) {
       // After a pause: a worker that cannot start (its database unreachable) must not be re-forked in a tight loop.
       logger.error({ pid: worker.process.pid, code, signal }, `a worker died; starting another in ${REFORK_DELAY_MS} ms`);
       setTimeout(() => stopping || cluster.fork(), REFORK_DELAY_MS);
-    } else if (Object.keys(cluster.workers ?? {}).length === 0 && process.exitCode !== 1) {
+    } else if (Object.keys(cluster.workers ?? {}).length === 0 && !failed) {
       logger.info('all workers stopped');
       process.exitCode = 0;
     }
