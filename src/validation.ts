@@ -53,15 +53,19 @@ interface Place {
   parent: Place | undefined;
 }
 
-/** The dotted path of a place, each key cut short first (keys may be a megabyte long). */
-function pathOf(place: Place | undefined): string {
+/**
+ * The dotted path of a place, each key cut short first (keys may be a megabyte long); in an array of
+ * elements (a bulk body) the element's index comes first as bulk refusals write it (`3/name`).
+ */
+function pathOf(place: Place | undefined, elements: boolean): string {
   const keys: string[] = [];
   for (let p = place; p; p = p.parent) keys.push(p.key.slice(0, MAX_ECHOED_LENGTH + 1));
-  return keys.reverse().join('.');
+  const [first, ...rest] = keys.reverse();
+  return elements && rest.length > 0 ? `${first}/${rest.join('.')}` : keys.join('.');
 }
 
-function reportAt(errors: FieldErrors, place: Place | undefined, what: string): void {
-  errors.add(() => pathOf(place), `${what} a lone UTF-16 surrogate, which is not Unicode text`);
+function reportAt(errors: FieldErrors, place: Place | undefined, what: string, elements = false): void {
+  errors.add(() => pathOf(place, elements), `${what} a lone UTF-16 surrogate, which is not Unicode text`);
 }
 
 /** The 400 for a body nested deeper than MAX_JSON_DEPTH. */
@@ -121,6 +125,7 @@ export function checkJsonDocument(document: unknown, levels = MAX_JSON_DEPTH): v
     const keys = Array.isArray(value) ? undefined : Object.keys(value);
     frames.push({ value, keys, next: 0, place });
   };
+  const elements = Array.isArray(document);
   if (typeof document === 'string' && LONE_SURROGATE.test(document)) reportAt(errors, undefined, 'contains');
   if (typeof document === 'object' && document !== null) enter(document, undefined);
   while (frames.length > 0) {
@@ -134,9 +139,9 @@ export function checkJsonDocument(document: unknown, levels = MAX_JSON_DEPTH): v
     const key = keys ? (keys[index] as string) : undefined;
     const child: unknown = key === undefined ? (value as unknown[])[index] : (value as Row)[key];
     // No closure here: one per member would cost an allocation per member.
-    if (key !== undefined && LONE_SURROGATE.test(key)) reportAt(errors, { key, parent: place }, 'is a name with');
+    if (key !== undefined && LONE_SURROGATE.test(key)) reportAt(errors, { key, parent: place }, 'is a name with', elements);
     if (typeof child === 'string') {
-      if (LONE_SURROGATE.test(child)) reportAt(errors, { key: key ?? String(index), parent: place }, 'contains');
+      if (LONE_SURROGATE.test(child)) reportAt(errors, { key: key ?? String(index), parent: place }, 'contains', elements);
     } else if (typeof child === 'object' && child !== null) {
       enter(child, { key: key ?? String(index), parent: place });
     }

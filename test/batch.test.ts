@@ -842,6 +842,29 @@ concurrent('batches patching the same two elements in opposite orders all succee
   assert.is(finalA.name, finalB.name);
 });
 
+concurrent(
+  'batches patching a pet and a user while orders of both are created beside them: no deadlock, every write answered',
+  async ({ service }) => {
+    const user = await created(service, '/users', newUser('Parent'));
+    const pet = await created(service, '/pets', { name: 'Parent pet', species: 'dog' });
+    // A batch locks the pet, then the user; each order's foreign-key checks take a lock on both parents.
+    const batches: Promise<Reply>[] = [];
+    const orders: Promise<Reply>[] = [];
+    for (let k = 0; k < 100; k++) {
+      batches.push(
+        batch(service, [
+          { method: 'PATCH', path: `/pets/${pet}`, body: { name: `Pet ${k}` } },
+          { method: 'PATCH', path: `/users/${user}`, body: { name: `User ${k}` } },
+        ]),
+      );
+      orders.push(service.request('POST', '/orders', { body: { userId: user, petId: pet } }));
+    }
+    for (const reply of await Promise.all(batches)) resultsOf(reply, 2);
+    for (const reply of await Promise.all(orders)) assert.is(reply.status, 201, reply.text);
+    assert.is(await total(service, `/orders?userId=${user}`), 100);
+  },
+);
+
 concurrent.run();
 
 // ---------------------------------------------------------------------------------------------------------

@@ -1,10 +1,12 @@
 // Bulk creates (API.md §7): a JSON array POSTed to a collection or related path creates every element
 // in one transaction or none, a refusal names the element by its index, an Idempotency-Key covers the
 // whole array, and the array has its own body limit. Runs on both backends.
+
+import { randomBytes } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { created, userSample } from './fixtures.js';
-import { type Reply, type Service, startService } from './helpers.js';
+import { BACKEND, type Reply, type Service, startService } from './helpers.js';
 
 type Row = Record<string, unknown>;
 
@@ -167,6 +169,33 @@ bulk('an Idempotency-Key covers the whole array: replayed as it was, another arr
   assert.not.match(other.body.detail, /^Element/);
   assert.equal(other.body.errors, undefined);
   assert.is(await total(service, '/users'), before);
+});
+
+bulk("a lone surrogate in an element is named by the element's index as every bulk refusal is (1/name)", async ({ service }) => {
+  const raw = `[{"name":"Fine","email":"fine-${Date.now()}@example.com"},{"name":"\\ud800","email":"lone-${Date.now()}@example.com"}]`;
+  const reply = await service.request('POST', '/users', { raw, headers: { 'content-type': 'application/json' } });
+  assert.is(reply.status, 422, reply.text);
+  assert.equal(
+    reply.body.errors.map((e: { path: string }) => e.path),
+    ['1/name'],
+  );
+});
+
+bulk("a value the engine cannot store is a 422 in the contract's words, never the engine's", async ({ service }) => {
+  // PostgreSQL stores no NUL in text, and a unique index row holds ~2.7 kB; SQLite stores both.
+  const nul = await service.request('POST', '/users', { body: [userSample(), { ...userSample(), name: 'nul\u0000' }] });
+  const long = await service.request('POST', '/users', {
+    body: { name: 'Long', email: `${randomBytes(2000).toString('hex')}@example.com` },
+  });
+  if (BACKEND === 'sqlite') {
+    assert.is(nul.status, 201, nul.text);
+    assert.is(long.status, 201, long.text);
+    return;
+  }
+  assert.is(nul.status, 422, nul.text);
+  assert.match(nul.body.detail, /^Element 1: The users element holds text PostgreSQL cannot store/);
+  assert.is(long.status, 422, long.text.slice(0, 300));
+  for (const reply of [nul, long]) assert.not.match(reply.text, /UTF8|encoding|btree|index row|users_email_unique|0x00/);
 });
 
 bulk.run();

@@ -67,6 +67,17 @@ function columnsInDetail(detail: string | undefined): string[] {
   return match ? (match[1] as string).split(', ').map((c) => c.replace(/^"|"$/g, '')) : [];
 }
 
+/** What a value PostgreSQL refused to store is, by SQLSTATE (22xxx data exceptions, 54000 program limit). */
+const UNSTORABLE: Record<string, string> = {
+  '22021': 'text PostgreSQL cannot store (a NUL character, \\u0000)',
+  '22P05': 'text PostgreSQL cannot store (a NUL character, \\u0000)',
+  '22001': 'a text value longer than its column allows',
+  '22003': "a number out of its column's range",
+  '22007': 'a date or time its column cannot store',
+  '22008': "a date or time out of its column's range",
+  '54000': 'a value too long for a unique index (PostgreSQL indexes hold about 2,700 bytes of a row)',
+};
+
 /** A write's failure as the client's error (409, 422, 503); anything else (a bug) unchanged. */
 export function writeError(resource: Resource, action: 'write' | 'remove', error: unknown): unknown {
   if (error instanceof ApiError) return error;
@@ -92,9 +103,9 @@ export function writeError(resource: Resource, action: 'write' | 'remove', error
   // 54000: a value too long for its index (PostgreSQL's btree rows hold ~2.7 kB; SQLite has no such bound).
   if (code.startsWith('23')) return refusals.constraint(resource, error);
   if (code.startsWith('22') || code === '54000') {
-    return new ApiError('unprocessable', `The ${resource.name} element holds a value its table cannot store: ${e.message}.`, {
-      cause: error,
-    });
+    // In words of the contract, not PostgreSQL's own (which name its indexes and encodings).
+    const what = UNSTORABLE[code] ?? 'a value its column cannot store';
+    return new ApiError('unprocessable', `The ${resource.name} element holds ${what}.`, { cause: error });
   }
   return pgUnavailableFrom(error) ?? error;
 }

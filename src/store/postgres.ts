@@ -246,7 +246,11 @@ function createKindStore(
   const keyed = keyColumns.length > 0;
   const ifKeyed = <T>(make: () => T, more = true): T => (keyed && more ? make() : (undefined as T));
   const byId = ifKeyed(() => named(db.select(selection).from(table).where(atKey)));
-  const lockById = ifKeyed(() => named(db.select(selection).from(table).where(atKey).for('update')));
+  // An update never changes the key (it is read-only), so it locks the row FOR NO KEY UPDATE, which does not
+  // block the KEY SHARE lock a foreign-key check takes: a write to a parent and the creation of its child in
+  // another transaction cannot deadlock. A delete locks FOR UPDATE, as its DELETE will.
+  const lockForUpdate = ifKeyed(() => named(db.select(selection).from(table).where(atKey).for('no key update')));
+  const lockForDelete = ifKeyed(() => named(db.select(selection).from(table).where(atKey).for('update')));
   const existsById = ifKeyed(() => named(db.select({ one: sql`1` }).from(table).where(atKey)));
   const deleteById = ifKeyed(() => named(db.delete(table).where(atKey)));
   const placeholders = (of: Field[]) => Object.fromEntries(of.map((f) => [f.key, sql.placeholder(f.key)]));
@@ -400,8 +404,8 @@ function createKindStore(
       return created;
     };
     /** The current row, locked until the transaction ends (a concurrent write waits, then sees this one's result), or a 404. */
-    const current = async (client: pg.PoolClient, id: Id): Promise<Row> => {
-      const row = await find(client, lockById, id);
+    const current = async (client: pg.PoolClient, id: Id, lock: typeof lockForUpdate): Promise<Row> => {
+      const row = await find(client, lock, id);
       if (!row) throw notFound(resource, id);
       return row;
     };
@@ -501,7 +505,7 @@ function createKindStore(
 
       update: (id, change) =>
         write('write', async (client) => {
-          const locked = await current(client, id);
+          const locked = await current(client, id, lockForUpdate);
           const changed = change(locked);
           const defaults = new Map<string, unknown>();
           for (const field of rules.writable) {
@@ -515,7 +519,7 @@ function createKindStore(
         }),
       remove: (id, check) =>
         write('remove', async (client) => {
-          check(await current(client, id));
+          check(await current(client, id, lockForDelete));
           await rowsOf(client, deleteById, idParams(id));
         }),
     };
