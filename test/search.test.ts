@@ -38,6 +38,7 @@ const NAMES = [
   'name:rex "quoted" star*',
   '東京 タワー',
   'ada ada ada',
+  'Søren 한국어 データ مُحَمَّد हिन्दी',
 ];
 
 const words = suite<{ service: Service; ids: Map<string, number> }>('q: every word, folded, the last one a prefix');
@@ -58,6 +59,14 @@ words('every word must be found; case and accents are folded', async ({ service 
   assert.equal(await found(service, 'q=zoe%20muller'), ['Zoë Müller']);
   assert.equal(await found(service, 'q=unal'), ['Ünal Straße']);
   assert.equal(await found(service, 'q=ada%20hopper'), []);
+});
+
+words('a word typed as it is stored is found, whatever its script and its marks', async ({ service }) => {
+  for (const word of ['Straße', 'Søren', '한국어', 'データ', 'مُحَمَّد', 'हिन्दी']) {
+    const stored = NAMES.find((name) => name.includes(word)) as string;
+    assert.equal(await found(service, `q=${encodeURIComponent(word)}`), [stored], word);
+    assert.equal(await found(service, `q=${encodeURIComponent(word.toLowerCase())}`), [stored], word.toLowerCase());
+  }
 });
 
 words('the last word matches as a prefix, the others whole', async ({ service }) => {

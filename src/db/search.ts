@@ -1,7 +1,7 @@
 // Full-text search (API.md §5 "Search"): the declaration schema.ts makes next to a table, and the one
 // place that spells its index in SQL: an FTS5 external-content table kept by triggers (SQLite), a
 // generated tsvector column with a GIN index (PostgreSQL), and each engine's literal query syntax.
-import { getTableColumns } from 'drizzle-orm';
+import { getTableColumns, type Placeholder, type SQL, sql } from 'drizzle-orm';
 import { getTableConfig, type SQLiteTable } from 'drizzle-orm/sqlite-core';
 import { ident, literal } from './quote.js';
 
@@ -124,18 +124,11 @@ export function fts5Query(words: readonly string[]): string {
 }
 
 /**
- * `q`'s words as a tsquery: folded as restable_search_words folds the text it indexes (accents off,
- * lower case, split at anything but letters and digits), each lexeme quoted (never syntax), all
- * required (&), the last one also a prefix (:*).
+ * PostgreSQL: `q`'s words (a bound text parameter `p`) as the tsquery that matches elements holding every
+ * word, the last one also as a prefix. The words are folded by the very function that builds the index
+ * (`restable_search_words`: unaccent, punctuation as spaces, the simple configuration's lower case), so a
+ * word typed as it is stored always finds it, whatever the script; a word that folds to nothing matches nothing.
  */
-export function tsQuery(words: readonly string[]): string {
-  const lexemes = words.flatMap(
-    (word) =>
-      word
-        .normalize('NFD')
-        .replace(/\p{M}+/gu, '')
-        .toLowerCase()
-        .match(/[\p{L}\p{N}\p{Co}]+/gu) ?? [],
-  );
-  return lexemes.map((lexeme, i) => `'${lexeme}'${i === lexemes.length - 1 ? ':*' : ''}`).join(' & ');
+export function pgSearchQuery(p: SQL | Placeholder): SQL {
+  return sql`(SELECT string_agg(quote_literal(lexeme) || CASE WHEN last THEN ':*' ELSE '' END, ' & ')::tsquery FROM (SELECT lexeme, positions[array_length(positions, 1)] = max(positions[array_length(positions, 1)]) OVER () AS last FROM unnest(${sql.raw(PG_FUNCTION)}(${p}::text))) AS words)`;
 }

@@ -7,7 +7,7 @@ import { getTableConfig, getViewConfig, type PgColumn, PgDialect, type PgTable, 
 import type pg from 'pg';
 import { CURSOR_SECRET_NAME } from '../cursor.js';
 import type { PostgresHandle } from '../db/postgres.js';
-import { SEARCH_COLUMN, tsQuery } from '../db/search.js';
+import { pgSearchQuery, SEARCH_COLUMN } from '../db/search.js';
 import { ApiError, atElement } from '../errors.js';
 import { onFirstUse } from '../first-use.js';
 import type { JsonResponse } from '../http.js';
@@ -227,9 +227,10 @@ function createKindStore(
   const search: SearchSql | undefined =
     resource.searchable.length > 0
       ? {
-          value: tsQuery,
-          match: (p) => sql`${vector} @@ ${p}::tsquery`,
-          rank: (p) => sql`ts_rank(${vector}, ${p}::tsquery)`,
+          // The words as sent: PostgreSQL folds them with the index's own function (pgSearchQuery).
+          value: (words) => words.join(' '),
+          match: (p) => sql`${vector} @@ ${pgSearchQuery(p)}`,
+          rank: (p) => sql`ts_rank(${vector}, ${pgSearchQuery(p)})`,
           higherIsBetter: true,
         }
       : undefined;
