@@ -146,6 +146,14 @@ async function supervise(config: Config, logger: Logger): Promise<void> {
   cluster.on('listening', () => {
     listened = true;
   });
+  // Workers start together and fail alike (a bad HOST): the first one's line is printed, once.
+  let reported = false;
+  cluster.on('message', (_worker, message: { startFailure?: unknown }) => {
+    if (typeof message?.startFailure !== 'string') return;
+    if (listened) logger.error(message.startFailure);
+    else if (!reported) console.error(message.startFailure);
+    reported = true;
+  });
   cluster.on('exit', (worker, code, signal) => {
     if (!listened && !stopping) {
       // The worker said why (a bad HOST, a port in use): a new one would only fail again, forever.
@@ -184,6 +192,11 @@ async function main(): Promise<void> {
 main().catch((error: unknown) => {
   const expected = [ConfigError, RegistryError, MigrationError, DatabaseOpenError, ListenError];
   if (!expected.some((kind) => error instanceof kind)) throw error;
-  console.error(`restable: ${(error as Error).message}`);
-  process.exit(1);
+  const line = `restable: ${(error as Error).message}`;
+  // A worker's line goes to the primary, which prints it once for all of them.
+  if (cluster.isWorker && process.send) process.send({ startFailure: line }, () => process.exit(1));
+  else {
+    console.error(line);
+    process.exit(1);
+  }
 });

@@ -75,7 +75,7 @@ const UNSTORABLE: Record<string, string> = {
   '22003': "a number out of its column's range",
   '22007': 'a date or time its column cannot store',
   '22008': "a date or time out of its column's range",
-  '54000': 'a value too long for a unique index (PostgreSQL indexes hold about 2,700 bytes of a row)',
+  '54000': 'a value too long for PostgreSQL to index (a unique index holds about 2,700 bytes of a row, a search index about 1 MB of text)',
 };
 
 /** A write's failure as the client's error (409, 422, 503); anything else (a bug) unchanged. */

@@ -330,7 +330,9 @@ function createKindStore(
         }
         if ((error as PgError).code?.startsWith('22')) {
           if (missing) return missing();
-          throw new ApiError('badRequest', `A query value cannot be compared with ${resource.name}'s fields: ${(error as Error).message}.`);
+          // In the contract's words, not PostgreSQL's; the engine does not say which parameter it was.
+          const what = (error as PgError).code === '22021' ? ' (PostgreSQL text holds no NUL character, \\u0000)' : '';
+          throw new ApiError('badRequest', `A value of the query cannot be compared with the fields of ${resource.name}${what}.`);
         }
         throw pgUnavailableFrom(error) ?? error;
       }
