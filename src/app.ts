@@ -14,7 +14,7 @@ import type { DatabaseHandle } from './db/client.js';
 import type { PostgresHandle } from './db/postgres.js';
 import * as defaultSchema from './db/schema.js';
 import { DOCS_CSP, DOCS_HTML, docsEndpoints } from './docs.js';
-import { ApiError, echo, toProblem } from './errors.js';
+import { ApiError, nothingServedAt, toProblem } from './errors.js';
 import { onFirstUse } from './first-use.js';
 import { createGuards } from './guards.js';
 import { type JsonResponse, send, sendJson, sendProblem, sendText } from './http.js';
@@ -155,7 +155,7 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
   /** Every request past the guards: the route table finds the endpoint, its compiled closure for the method answers. */
   const serve = (req: PolkaRequest & Request, res: Response) => {
     const match = table.match(req.path);
-    if (!match) throw new ApiError('notFound', `Nothing is served at ${echo(req.path)}.`);
+    if (!match) throw nothingServedAt(req.path);
     const route: CompiledEndpoint = match.value;
     return (route.byMethod.get(req.method as string) ?? route.otherwise)(req, res, match.segment);
   };

@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import sirv from 'sirv';
 import type { Endpoint } from './api/compile.js';
 import { CHANGES_PAGE, changesPageEndpoints } from './docs/changes-page.js';
-import { ApiError, echo } from './errors.js';
+import { nothingServedAt } from './errors.js';
 import { sendText } from './http.js';
 import { READ_METHODS } from './resources.js';
 
@@ -81,7 +81,7 @@ export function docsEndpoints(): Endpoint[] {
             // sirv serves from the package folder: it reads the file's path below the prefix from req.url.
             req.url = file;
             assets.serve(req as never, res, () => {
-              throw new ApiError('notFound', `Nothing is served at ${echo(req.path)}.`);
+              throw nothingServedAt(req.path);
             });
           },
         },

@@ -59,6 +59,11 @@ export function echo(text: string): string {
   return short.isWellFormed() ? short : short.toWellFormed();
 }
 
+/** The 404 of a path that no route serves. */
+export function nothingServedAt(path: string): ApiError {
+  return new ApiError('notFound', `Nothing is served at ${echo(path)}.`);
+}
+
 /** Field errors listed in one problem at most; its detail says how many more there were. */
 export const MAX_REPORTED_ERRORS = 50;
 

@@ -954,19 +954,22 @@ asAlone("an operation's body is held to MAX_BODY_BYTES as alone (413)", async ({
   assert.is(reply.body.operation, 0);
 });
 
+/** The string 'x' inside `levels` arrays. */
+const nestedIn = (levels: number): unknown => {
+  let nested: unknown = 'x';
+  for (let i = 0; i < levels; i++) nested = [nested];
+  return nested;
+};
+
 asAlone('a body nested as deep as a request alone may be is not refused for the envelope around it', async ({ service }) => {
-  let deep: unknown = 'x';
-  for (let i = 0; i < 62; i++) deep = [deep];
-  const body = { ...newUser('Deep'), name: deep };
+  const body = { ...newUser('Deep'), name: nestedIn(62) };
   const expected = await alone(service, 'POST', '/users', { body });
   assert.is(expected.status, 422, JSON.stringify(expected).slice(0, 300));
   assertFailedAt(await batch(service, [{ method: 'POST', path: '/users', body }]), 0, expected);
 });
 
 asAlone("a body nested deeper than alone allows is that operation's 400, not the batch's", async ({ service }) => {
-  let deep: unknown = 'x';
-  for (let i = 0; i < 70; i++) deep = [deep];
-  const body = { ...newUser('Deeper'), name: deep };
+  const body = { ...newUser('Deeper'), name: nestedIn(70) };
   const expected = await alone(service, 'POST', '/users', { body });
   assert.is(expected.status, 400, JSON.stringify(expected).slice(0, 300));
   assertFailedAt(
@@ -978,8 +981,7 @@ asAlone("a body nested deeper than alone allows is that operation's 400, not the
     expected,
   );
   // Past the bound of the whole request, the batch is refused before it is parsed.
-  for (let i = 0; i < 200; i++) deep = [deep];
-  const whole = await batch(service, [{ method: 'POST', path: '/users', body: { ...newUser('Deepest'), name: deep } }]);
+  const whole = await batch(service, [{ method: 'POST', path: '/users', body: { ...newUser('Deepest'), name: nestedIn(270) } }]);
   assert.is(whole.status, 400, whole.text.slice(0, 300));
   assert.is(whole.body.operation, undefined);
 });

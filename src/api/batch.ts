@@ -2,7 +2,7 @@
 // their own, each answered by the same compiled route as alone; the first failure rolls all back.
 import { performance } from 'node:perf_hooks';
 import type { Config } from '../config.js';
-import { ApiError, echo, type FieldError, type ProblemResponse, toProblem } from '../errors.js';
+import { ApiError, echo, type FieldError, nothingServedAt, type ProblemResponse, toProblem } from '../errors.js';
 import { type JsonResponse, readJson, send, sendProblem } from '../http.js';
 import { fingerprintOf, parseIdempotencyKey } from '../idempotency.js';
 import { type ParsedUrl, parseRequestUrl } from '../query-string.js';
@@ -253,7 +253,7 @@ export function batchEndpoint({ store, config, routes }: BatchOptions): Endpoint
     const match = routes(req.path);
     try {
       // Checked before the batch ran; a path that names no route once its labels are filled in is a 404 as alone.
-      if (!match) throw new ApiError('notFound', `Nothing is served at ${echo(req.path)}.`);
+      if (!match) throw nothingServedAt(req.path);
       const answer = (match.value.byMethod.get(op.method) ?? match.value.otherwise)(req, res as unknown as Response, match.segment);
       if (answer instanceof Promise) return answer.then(recorded, failed);
       return recorded();

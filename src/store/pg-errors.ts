@@ -67,8 +67,8 @@ function columnsInDetail(detail: string | undefined): string[] {
   return match ? (match[1] as string).split(', ').map((c) => c.replace(/^"|"$/g, '')) : [];
 }
 
-/** What a value PostgreSQL refused to store is, by SQLSTATE (22xxx data exceptions, 54000 program limit). */
-const UNSTORABLE: Record<string, string> = {
+/** What a value PostgreSQL refused to store or compare is, by SQLSTATE (22xxx data exceptions, 54000 program limit). */
+export const UNSTORABLE: Readonly<Record<string, string>> = {
   '22021': 'text PostgreSQL cannot store (a NUL character, \\u0000)',
   '22P05': 'text PostgreSQL cannot store (a NUL character, \\u0000)',
   '22001': 'a text value longer than its column allows',

@@ -17,7 +17,7 @@ import type { Field, Id, Resource } from '../resources.js';
 import type { Row } from '../validation.js';
 import { pgChangeLog } from './changes.js';
 import { withConnection } from './pg-connection.js';
-import { isUnavailable, type PgError, pgUnavailableFrom, writeError } from './pg-errors.js';
+import { isUnavailable, type PgError, pgUnavailableFrom, UNSTORABLE, writeError } from './pg-errors.js';
 import {
   assignsRowid,
   type Buildable,
@@ -331,8 +331,11 @@ function createKindStore(
         if ((error as PgError).code?.startsWith('22')) {
           if (missing) return missing();
           // In the contract's words, not PostgreSQL's; the engine does not say which parameter it was.
-          const what = (error as PgError).code === '22021' ? ' (PostgreSQL text holds no NUL character, \\u0000)' : '';
-          throw new ApiError('badRequest', `A value of the query cannot be compared with the fields of ${resource.name}${what}.`);
+          const what = UNSTORABLE[(error as PgError).code ?? ''];
+          throw new ApiError(
+            'badRequest',
+            `A value of the query cannot be compared with the fields of ${resource.name}${what ? `: it is ${what}` : ''}.`,
+          );
         }
         throw pgUnavailableFrom(error) ?? error;
       }
