@@ -6,7 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 project=${COMPOSE_PROJECT:-restable-compose-smoke}
-port=${COMPOSE_SMOKE_PORT:-38680}
+port=${COMPOSE_SMOKE_PORT:-28680}
 base=http://127.0.0.1:$port
 # A fresh password each run: the replicas must really authenticate with the one the server was created with.
 export POSTGRES_PASSWORD=smoke-$RANDOM$RANDOM

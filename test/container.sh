@@ -6,7 +6,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 image=${IMAGE:-restable:smoke}
-port=${SMOKE_PORT:-38600}
+# Below Linux's ephemeral ports (32768–60999): with host networking, an outbound connection could hold one of those.
+port=${SMOKE_PORT:-28600}
 name=restable-smoke-$$
 volume=restable-smoke-$$
 base=http://127.0.0.1:$port
