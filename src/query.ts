@@ -410,13 +410,13 @@ function parseCursor(
   return { after: relevance ? [rank, ...after] : after, afterRowid: position.rowid };
 }
 
+/** Each kind's list query without parameters. */
+const DEFAULT_LISTS = new WeakMap<Resource, ListQuery>();
+
 /**
  * Parses the query string of a collection or related list.
  * @throws {ApiError} 400 for any unknown, malformed or out-of-range parameter, or one past QUERY_LIMITS
  */
-/** Each kind's list query without parameters. */
-const DEFAULT_LISTS = new WeakMap<Resource, ListQuery>();
-
 export function parseListQuery(resource: Resource, query: RawQuery, { scope = '', cursors }: ListQueryOptions = {}): ListQuery {
   if (firstParameter(query) !== undefined) return parseGivenListQuery(resource, query, scope, cursors);
   // No parameter: the kind's default page, parsed once (nothing downstream changes a query).
@@ -425,7 +425,27 @@ export function parseListQuery(resource: Resource, query: RawQuery, { scope = ''
     plain = parseGivenListQuery(resource, query, '', undefined);
     DEFAULT_LISTS.set(resource, plain);
   }
-  return { ...plain, binding: () => bindingOf(resource, scope, query) };
+  return listQuery(plain, () => bindingOf(resource, scope, query));
+}
+
+/**
+ * A list query with every member present, in one order, whatever the query asked: one object shape
+ * for all of them on the request path (see pageOf in src/store/sql.ts for what a spread cost).
+ */
+function listQuery(q: ListQuery, binding = q.binding): ListQuery {
+  return {
+    limit: q.limit,
+    sort: q.sort,
+    filters: q.filters,
+    after: q.after,
+    afterRowid: q.afterRowid,
+    offset: q.offset,
+    count: q.count,
+    binding,
+    shape: q.shape,
+    search: q.search,
+    relevance: q.relevance,
+  };
 }
 
 function parseGivenListQuery(resource: Resource, query: RawQuery, scope: string, cursors: CursorCodec | undefined): ListQuery {
@@ -480,7 +500,7 @@ function parseGivenListQuery(resource: Resource, query: RawQuery, scope: string,
         : {}
       : attempt(() => parseCursor(single('cursor', query.cursor), sort, order?.relevance === true, binding, cursors, byOffset));
   if (errors.length > 0) throw badQuery(errors);
-  return {
+  return listQuery({
     limit: limit as number,
     sort: sort as SortKey[],
     filters: filters as Filter[],
@@ -488,7 +508,7 @@ function parseGivenListQuery(resource: Resource, query: RawQuery, scope: string,
     count: count as boolean,
     binding,
     shape: shape as Shape,
-    ...(search && { search }),
+    search,
     relevance: order?.relevance === true,
-  };
+  });
 }

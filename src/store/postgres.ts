@@ -475,7 +475,7 @@ function createKindStore(
               .limit(plan.limit as never);
             return (isPlain(query, resource) ? named : toStatement)(plan.offset ? select.offset(plan.offset as never) : select);
           });
-          if (!plan.count) return { ...pageOf(await rowsOf(client, rows, plan.params), query.limit, toRow, query.relevance), rowidOf };
+          if (!plan.count) return pageOf(await rowsOf(client, rows, plan.params), query, toRow, rowidOf);
           // The page and its count from one snapshot, so that the total agrees with the rows.
           const { shape, params, where } = plan.count;
           const counter = cached(countStatements, shape, () => toStatement(db.select({ n: count() }).from(table).where(where())));
@@ -483,9 +483,9 @@ function createKindStore(
           // committed here (READ COMMITTED: a write committed between the two can make them differ).
           if (!inBatch) await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
           try {
-            const page = pageOf(await rowsOf(client, rows, plan.params), query.limit, toRow, query.relevance);
-            const total = Number((await rowsOf(client, counter, params))[0]?.[0] ?? 0);
-            return { ...page, total, rowidOf };
+            const page = pageOf(await rowsOf(client, rows, plan.params), query, toRow, rowidOf);
+            page.total = Number((await rowsOf(client, counter, params))[0]?.[0] ?? 0);
+            return page;
           } finally {
             if (!inBatch) await client.query('COMMIT').catch(() => undefined);
           }

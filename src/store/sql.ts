@@ -6,7 +6,7 @@ import { ApiError } from '../errors.js';
 import type { Filter, ListQuery, SortKey } from '../query.js';
 import { type Field, type Id, type Resource, SERVER_MANAGED_FIELDS } from '../resources.js';
 import type { Row } from '../validation.js';
-import { type MaybePromise, type Scope, then } from './store.js';
+import { type MaybePromise, type Page, type Scope, then } from './store.js';
 
 /** A drizzle query whose SQL can be read back. */
 export interface Buildable {
@@ -354,18 +354,20 @@ export function rankWithin(partition: Column, order: Column[]): SQL {
 /**
  * The page of a list's raw result (one row more than the limit was asked for, to tell whether more
  * follow); by relevance, each raw row ends with its rank (after the fields), and the last one's is kept.
+ * Every page has the same members in the same order (`total` is set by the store when counted): an
+ * object spread here (`{ ...page, total, rowidOf }`) cost a related list ~10 µs of its ~40 µs of CPU.
  */
 export function pageOf(
   values: unknown[][],
-  limit: number,
+  query: { limit: number; relevance: boolean },
   toRow: (values: unknown[]) => Row,
-  ranked = false,
-): { rows: Row[]; more: boolean; rank?: number } {
-  const more = values.length > limit;
-  const rows: Row[] = new Array(more ? limit : values.length);
+  rowidOf: (row: Row) => number,
+): Page {
+  const more = values.length > query.limit;
+  const rows: Row[] = new Array(more ? query.limit : values.length);
   for (let i = 0; i < rows.length; i++) rows[i] = toRow(values[i] as unknown[]);
   const last = values[rows.length - 1];
-  return ranked && last ? { rows, more, rank: last.at(-1) as number } : { rows, more };
+  return { rows, more, total: undefined, rowidOf, rank: query.relevance && last ? (last.at(-1) as number) : undefined };
 }
 
 /** The selection of a list: every field, then the rank when it is ordered by relevance. */

@@ -470,8 +470,7 @@ function createKindStore(
             return selecting(plan.offset ? query.offset(plan.offset as never) : query);
           }),
         );
-        const page = pageOf(rows.statement.all(rows.args(plan.params)) as unknown[][], query.limit, toRow, query.relevance);
-        let total: number | undefined;
+        const page = pageOf(rows.statement.all(rows.args(plan.params)) as unknown[][], query, toRow, rowidOf);
         if (plan.count) {
           const { shape, params, where } = plan.count;
           const counter = cached(countStatements, shape, () =>
@@ -481,9 +480,9 @@ function createKindStore(
               return prepared;
             }),
           );
-          total = (counter.statement.get(counter.args(params)) as number | undefined) ?? 0;
+          page.total = (counter.statement.get(counter.args(params)) as number | undefined) ?? 0;
         }
-        return { ...page, total, rowidOf };
+        return page;
       },
       create(input, respond, once) {
         const bulk = Array.isArray(input);
