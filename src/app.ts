@@ -4,8 +4,8 @@ import type { RequestListener } from 'node:http';
 import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
 import polka, { type Polka, type Request as PolkaRequest } from 'polka';
-import { batchEndpoint } from './api/batch.js';
-import { changesEndpoints } from './api/changes.js';
+import { BATCH_PATH, batchEndpoint } from './api/batch.js';
+import { CHANGES_PATH, changesEndpoints } from './api/changes.js';
 import { type CompiledEndpoint, compile, createResourceEndpoints, type Endpoint, type Request, type Response } from './api/compile.js';
 import { createRouteTable } from './api/routes.js';
 import type { Config } from './config.js';
@@ -86,7 +86,7 @@ export function createApp({ database, config, logger, schema = defaultSchema, mi
     serviceEndpoint('/', 'The API index: every resource kind and the service links', (_req, res) =>
       sendJson(res, 200, {
         resources: registry.resources.map((r) => ({ name: r.name, href: r.path })),
-        links: { docs: '/docs', openapi: '/openapi.json', health: '/healthz', ready: '/readyz' },
+        links: { docs: '/docs', openapi: '/openapi.json', health: '/healthz', ready: '/readyz', batch: BATCH_PATH, changes: CHANGES_PATH },
       }),
     ),
     serviceEndpoint('/healthz', '200 while the process serves', (_req, res) => sendJson(res, 200, { status: 'ok' })),

@@ -8,7 +8,7 @@ import { BATCH_HEADERS, BATCH_METHODS, BATCH_OPERATIONS, BATCH_PATH, LABEL } fro
 import { CHANGES_PATH, TICKET_PATH } from './api/changes.js';
 import { MAX_CHILDREN } from './api/expand.js';
 import { customKindOf } from './db/columns.js';
-import { LIMIT, OPERATORS, type Operator, QUERY_LIMITS, RELEVANCE } from './query.js';
+import { LIMIT, type Operator, operatorsOf, QUERY_LIMITS, RELEVANCE } from './query.js';
 import { TICKET_TTL_MS } from './tickets.js';
 import { BULK_ELEMENTS } from './validation.js';
 
@@ -150,11 +150,6 @@ function fieldSchema(field: Field): Json {
   if (column.dataType === 'boolean') return { type: 'boolean' };
   if (column.enumValues?.length) return { type: 'string', enum: column.enumValues };
   return { type: 'string' };
-}
-
-function operatorsOf(field: Field): Operator[] {
-  const text = field.column.dataType === 'string';
-  return OPERATORS.filter((op) => text || (op !== 'contains' && op !== 'startsWith'));
 }
 
 /**

@@ -4,7 +4,7 @@ import { type CursorCodec, type CursorValue, Digest, toCursorValue } from './cur
 import { hasWordCharacters } from './db/search.js';
 import { ApiError, badQuery, echo, type FieldError } from './errors.js';
 import { firstParameter } from './query-string.js';
-import { type Expansion, type Field, type Resource, SERVER_MANAGED_FIELDS } from './resources.js';
+import { DECIMAL, type Expansion, type Field, type Resource, SERVER_MANAGED_FIELDS } from './resources.js';
 
 export const OPERATORS = ['eq', 'ne', 'gt', 'gte', 'lt', 'lte', 'in', 'contains', 'startsWith', 'null'] as const;
 export type Operator = (typeof OPERATORS)[number];
@@ -117,12 +117,20 @@ const ISO_8601 = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{
  * Scalar kinds a field can be filtered and sorted by; others (json, blobs) cannot. A server-managed
  * timestamp is stored as ISO 8601 text in UTC: a `timestamp`, compared as such (API.md §1).
  */
-function kindOf(field: Field): 'integer' | 'number' | 'boolean' | 'string' | 'date' | 'timestamp' | undefined {
+function kindOf(field: Field): 'integer' | 'number' | 'decimal' | 'boolean' | 'string' | 'date' | 'timestamp' | undefined {
   const { dataType, columnType } = field.column;
   if (dataType === 'number') return columnType === 'SQLiteInteger' ? 'integer' : 'number';
+  // NUMERIC: exact decimal text, compared as a number by both engines (SQLite's affinity, PostgreSQL's numeric).
+  if (columnType === 'SQLiteNumeric') return 'decimal';
   if (dataType === 'string' && (SERVER_MANAGED_FIELDS as readonly string[]).includes(field.key)) return 'timestamp';
   if (dataType === 'boolean' || dataType === 'string' || dataType === 'date') return dataType;
   return undefined;
+}
+
+/** The filter operators a field takes: `contains` and `startsWith` only on text (timestamps too: `2026-11` is a useful prefix). */
+export function operatorsOf(field: Field): readonly Operator[] {
+  const kind = kindOf(field);
+  return kind === 'string' || kind === 'timestamp' ? OPERATORS : OPERATORS.filter((op) => !TEXT_ONLY.includes(op));
 }
 
 /** A date or date-time as a Date, or undefined when it is not ISO 8601 or names no instant (`2026-02-30` names none). */
@@ -149,6 +157,9 @@ export function toFieldValue(field: Field, raw: string, path: string): unknown {
       if (raw.trim() === '' || !Number.isFinite(value)) throw fail('a number');
       return value;
     }
+    case 'decimal':
+      if (!DECIMAL.test(raw) || !Number.isFinite(Number(raw))) throw fail('a decimal number such as 12.50');
+      return raw;
     case 'boolean':
       if (raw !== 'true' && raw !== 'false') throw fail('true or false');
       return raw === 'true';
@@ -250,11 +261,7 @@ function parseFilter(resource: Resource, name: string, raw: string): Filter {
     if (raw !== 'true' && raw !== 'false') throw bad(name, 'must be true or false');
     return { field, op: operator, value: raw === 'true' };
   }
-  // Timestamps are text too: a prefix such as 2026-11 is a useful startsWith.
-  const kind = kindOf(field);
-  if (TEXT_ONLY.includes(operator) && kind !== 'string' && kind !== 'timestamp') {
-    throw bad(name, 'applies to text fields only');
-  }
+  if (!operatorsOf(field).includes(operator)) throw bad(name, 'applies to text fields only');
   if (operator === 'in') {
     const parts = raw.split(',');
     if (raw === '') throw bad(name, 'needs at least one value');

@@ -144,7 +144,7 @@ const METHODS: Record<RouteKind, readonly Method[]> = {
 
 const CANONICAL_INTEGER = /^(0|-?[1-9][0-9]*)$/;
 /** A decimal number as text (a NUMERIC column's value). */
-const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
+export const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 /**
  * The significant digits SQLite keeps of a NUMERIC value: it stores text that reads as a number as
  * an INTEGER or a REAL, keeping 15 (https://sqlite.org/datatype3.html §3.1); more would drift.
@@ -244,13 +244,14 @@ function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () =>
         z
           .string()
           .regex(DECIMAL, 'must be a decimal number as text, e.g. "12.50"')
+          // Each refinement judges decimals only: a text that is none already has its one error.
           .refine(
-            (text) => significantDigits(text) <= NUMERIC_DIGITS,
+            (text) => !DECIMAL.test(text) || significantDigits(text) <= NUMERIC_DIGITS,
             `has more than the ${NUMERIC_DIGITS} significant digits a NUMERIC value keeps exactly`,
           )
           // An exponent past a double's range would be stored as Inf, or as 0 for a nonzero value.
           .refine(
-            (text) => Number.isFinite(Number(text)) && (Number(text) !== 0 || significantDigits(text) === 0),
+            (text) => !DECIMAL.test(text) || (Number.isFinite(Number(text)) && (Number(text) !== 0 || significantDigits(text) === 0)),
             'is out of the range a NUMERIC value holds (about 1e-307 to 1e308)',
           )
           .meta({ format: 'decimal', examples: ['12.50'] });

@@ -20,7 +20,7 @@ type RefusalLog = Pick<Logger, 'warn'> | undefined;
  * client's unread bytes are pending, and the client might never see the answer.) A socket whose
  * current response has started is only destroyed: bytes written now would corrupt that response.
  */
-function refuse(log: RefusalLog, socket: Duplex, [status, title, detail]: Refusal, givenId?: unknown): void {
+function refuse(log: RefusalLog, socket: Duplex, [status, title, detail, headerLines = '']: Refusal, givenId?: unknown): void {
   const current = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
   if (!socket.writable || current?.headersSent) return void socket.destroy();
   const requestId = requestIdOf(givenId);
@@ -29,13 +29,13 @@ function refuse(log: RefusalLog, socket: Duplex, [status, title, detail]: Refusa
   socket.once('close', () => clearTimeout(timer));
   socket.end(
     `HTTP/1.1 ${status} ${title}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-      `Connection: close\r\nX-Request-Id: ${requestId}\r\n${SECURITY_HEADER_LINES}\r\n${body}`,
+      `Connection: close\r\nX-Request-Id: ${requestId}\r\n${headerLines}${SECURITY_HEADER_LINES}\r\n${body}`,
   );
   log?.warn({ requestId, res: { status } }, `refused before routing: ${status} ${title}`);
 }
 
-/** The status, title and detail of an answer written on the raw socket. */
-type Refusal = [number, string, string];
+/** The status, title and detail of an answer written on the raw socket, and its own header lines (each ending in CRLF). */
+type Refusal = [number, string, string, string?];
 
 /** The status, title and detail of a request Node's parser refused. */
 const PARSE_FAILURES: Record<string, Refusal> = {
@@ -47,8 +47,12 @@ const PARSE_FAILURES: Record<string, Refusal> = {
 };
 
 const UNREADABLE: Refusal = [400, 'Bad Request', 'The request could not be read as HTTP/1.1.'];
-/** CONNECT asks for a tunnel; this service is an origin server, not a proxy. */
-const TUNNEL: Refusal = [405, 'Method Not Allowed', 'CONNECT is not served: this is an origin server, not a proxy.'];
+/**
+ * CONNECT asks for a tunnel; this service is an origin server, not a proxy. Its target (a host and
+ * port) is no resource here: the Allow every 405 carries is empty, which says it allows no method
+ * (RFC 9110 §10.2.1).
+ */
+const TUNNEL: Refusal = [405, 'Method Not Allowed', 'CONNECT is not served: this is an origin server, not a proxy.', 'Allow: \r\n'];
 
 /**
  * Creates (does not start) the HTTP server with the configured header and request timeouts;

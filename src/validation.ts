@@ -210,10 +210,15 @@ function sortKeys(resource: Resource, body: Row, readOnly: Set<string>, fields: 
 function parseWith(resource: Resource, schema: z.ZodObject, data: Row, errors: FieldErrors, unknown: FieldErrors): Row {
   const result = schema.safeParse(data);
   if (!result.success) {
-    // Unknown keys never reach zod (sortKeys kept them apart), so every issue is about a field.
+    // Unknown keys never reach zod (sortKeys kept them apart), so every issue is about a field. One per
+    // field and kind of problem: an integer past 2^53 breaks both zod's integer range and the column's bound.
+    const reported = new Set<string>();
     for (const issue of result.error.issues) {
+      const path = issue.path.join('.');
+      if (reported.has(`${issue.code} ${path}`)) continue;
+      reported.add(`${issue.code} ${path}`);
       const missing = issue.path.length === 1 && !Object.hasOwn(data, String(issue.path[0]));
-      errors.add(issue.path.join('.'), missing ? 'is required' : issue.message);
+      errors.add(path, missing ? 'is required' : issue.message);
     }
   }
   errors.addAll(unknown);

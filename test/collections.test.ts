@@ -238,3 +238,38 @@ churn('no row appears twice and no row that existed throughout is skipped', asyn
 });
 
 churn.run();
+
+const drift = suite('a schema change without its migration');
+
+drift('a table the schema declares and the database lacks: its paths are a 503 saying so, and so is /readyz', async () => {
+  const service = await startService();
+  try {
+    assert.is((await service.request('GET', '/readyz')).status, 200);
+    await service.sql('DROP TABLE orders');
+    for (const [method, path, body] of [
+      ['GET', '/orders', undefined],
+      ['POST', '/orders', { userId: 1, petId: 1 }],
+      ['GET', '/orders/1', undefined],
+    ] as const) {
+      const reply = await service.request(method, path, { body });
+      assert.is(reply.status, 503, `${method} ${path}: ${reply.text}`);
+      assert.match(reply.body.detail, /no migration applied/);
+      assert.ok(reply.headers.get('retry-after'));
+    }
+    assert.is((await service.request('GET', '/users')).status, 200);
+  } finally {
+    await service.close();
+  }
+  // /readyz names what is missing (it checks once at its first call, so a new service is asked).
+  const fresh = await startService();
+  try {
+    await fresh.sql('ALTER TABLE orders DROP COLUMN quantity');
+    const ready = await fresh.request('GET', '/readyz');
+    assert.is(ready.status, 503, ready.text);
+    assert.match(ready.text, /orders\.quantity/);
+  } finally {
+    await fresh.close();
+  }
+});
+
+drift.run();

@@ -5,7 +5,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { checkContract } from '../src/contract/checker.js';
 import { createRegistry, type Resource } from '../src/resources.js';
-import { type Reply, type Service, startService } from './helpers.js';
+import { type Reply, type Service, startService, walkList } from './helpers.js';
 import { checksums, introspectFixture, type Run } from './music-store.js';
 
 const READ_ONLY_ALLOW = 'GET, HEAD, OPTIONS';
@@ -199,6 +199,12 @@ shapes('values round-trip as stored: NUMERIC exact, DATETIME as text, BLOB as ba
   assert.is(drift.body.errors[0].path, 'unitPrice');
   const notANumber = await service.request('PUT', '/Track/1', { body: { ...body, unitPrice: 0.99 } });
   assertProblem(notANumber, 422);
+  const notADecimal = await service.request('PATCH', '/Track/1', { body: { unitPrice: 'abc' } });
+  assertProblem(notADecimal, 422);
+  assert.equal(
+    notADecimal.body.errors.map((e: { path: string }) => e.path),
+    ['unitPrice'],
+  );
 
   const set = await service.request('PATCH', `/Setting/${encodeURIComponent(settings[0]?.[0] as string)}`, { body: { value: 42 } });
   assert.equal(set.body.value, 42);
@@ -208,6 +214,23 @@ shapes('values round-trip as stored: NUMERIC exact, DATETIME as text, BLOB as ba
   assert.equal(stored.prepare('SELECT "Photo" FROM "Employee" WHERE "EmployeeId" = 2').pluck().get(), Buffer.from('hello'));
   stored.close();
   assertProblem(await service.request('PATCH', '/Employee/2', { body: { photo: 'not base64!' } }), 422);
+});
+
+shapes('a NUMERIC filter compares numbers, and a value that is no decimal is a 400', async ({ service }) => {
+  const all = await walkList(service, '/Track?limit=1000&fields=trackId,unitPrice');
+  const over = all.filter((t) => Number(t.unitPrice) > 1).length;
+  assert.ok(over > 0 && over < all.length, 'the fixture has prices on both sides of 1');
+  const counted = await service.request('GET', '/Track?unitPrice[gt]=1.0&count=true&limit=1');
+  assert.is(counted.status, 200, counted.text);
+  assert.is(counted.headers.get('x-total-count'), String(over));
+  for (const query of ['unitPrice[gt]=abc', 'unitPrice[lt]=', 'unitPrice=abc', 'unitPrice[in]=0.99,b', 'unitPrice[gt]=1e999']) {
+    const reply = await service.request('GET', `/Track?${query}`);
+    assertProblem(reply, 400);
+    assert.equal(
+      reply.body.errors.map((e: { path: string }) => e.path),
+      [query.split('=')[0]],
+    );
+  }
 });
 
 shapes('orphans from old data are served; writes are checked', async ({ service, run }) => {

@@ -13,7 +13,7 @@ import type { DatabaseHandle } from '../src/db/client.js';
 import { customKindOf } from '../src/db/columns.js';
 import { migrationStatus } from '../src/db/migrate.js';
 import { createRegistry } from '../src/resources.js';
-import { ROOT } from './helpers.js';
+import { ROOT, tempDir } from './helpers.js';
 import { checksums, FIXTURE, introspect, introspectFixture, type Run } from './music-store.js';
 
 /** Type-checks the generated module alone, as strictly as a project may (strict, unchecked index access). */
@@ -203,6 +203,21 @@ Introspect('refuses to overwrite the schema without --force, saying what it woul
   assert.is(refused.stderr.trim().split('\n').length, 1, refused.stderr);
   assert.match(refused.stderr, /schema\.ts exists; run again with --force/);
   assert.is(readFileSync(run.schemaPath, 'utf8'), before);
+});
+
+Introspect('refuses a schema path where drizzle-orm cannot be imported, before writing anything', ({ run }) => {
+  const { dir, remove } = tempDir(); // no node_modules reachable from here
+  try {
+    const schema = join(dir, 'schema.ts');
+    const refused = introspect([run.db, '--schema', schema, '--out', join(dir, 'migrations'), '--force']);
+    assert.is(refused.code, 1);
+    assert.is(refused.stderr.trim().split('\n').length, 1, refused.stderr);
+    assert.match(refused.stderr, /drizzle-orm cannot be imported from/);
+    assert.not.ok(existsSync(schema));
+    assert.not.ok(existsSync(join(dir, 'migrations')));
+  } finally {
+    remove();
+  }
 });
 
 Introspect('refuses a database whose migrations are already recorded, even with --force', ({ run }) => {

@@ -75,6 +75,21 @@ test('PUT gives left-out fields their defaults', async ({ service }) => {
   assert.is(putPet.body.ownerId, null);
 });
 
+test('an integer past 2^53 is one 422 error for its field, not one per check it fails', async ({ service }) => {
+  const user = await service.request('POST', '/users', { body: userSample() });
+  const pet = await service.request('POST', '/pets', { body: petSample() });
+  const order = await service.request('POST', '/orders', { body: { userId: user.body.id, petId: pet.body.id } });
+  for (const [method, path, body] of [
+    ['PATCH', `/orders/${order.body.id}`, { quantity: 2 ** 53 }],
+    ['POST', '/orders', { userId: user.body.id, petId: -(2 ** 53) - 2, quantity: 1e300 }],
+  ] as const) {
+    const reply = await service.request(method, path, { body });
+    assert.is(reply.status, 422, reply.text);
+    const paths = reply.body.errors.map((e: { path: string }) => e.path);
+    assert.equal(paths, [...new Set(paths)], reply.text);
+  }
+});
+
 test('an enum value outside the schema is a 422', async ({ service }) => {
   const reply = await service.request('POST', '/pets', { body: { name: 'Nemo', species: 'dragon' } });
   assert.is(reply.status, 422);
@@ -92,7 +107,14 @@ test('GET / lists every resource kind with its collection path', async ({ servic
     { name: 'pets', href: '/pets' },
     { name: 'users', href: '/users' },
   ]);
-  assert.equal(reply.body.links, { docs: '/docs', openapi: '/openapi.json', health: '/healthz', ready: '/readyz' });
+  assert.equal(reply.body.links, {
+    docs: '/docs',
+    openapi: '/openapi.json',
+    health: '/healthz',
+    ready: '/readyz',
+    batch: '/_batch',
+    changes: '/_changes',
+  });
 });
 
 test('/healthz and /readyz answer 200; other methods are 405', async ({ service }) => {

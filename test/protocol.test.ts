@@ -225,6 +225,8 @@ protocol("CONNECT gets a problem answer with the client's request id, not a drop
   const reply = await raw(service.url, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nX-Request-Id: tunnel-7\r\n\r\n');
   assert.is(reply.status, 405);
   assert.match(reply.head, /application\/problem\+json/);
+  // Every 405 carries Allow (RFC 9110 §15.5.6): empty, since a host and port allow no method here.
+  assert.match(reply.head, /\r\nAllow: \r\n/i);
   const id = header(reply, 'x-request-id');
   assert.is(id, 'tunnel-7');
   assert.ok(

@@ -74,6 +74,19 @@ words('the last word matches as a prefix, the others whole', async ({ service })
   assert.equal(await found(service, 'q=grace%20hop'), ['Grace Hopper']);
   assert.equal(await found(service, 'q=gra%20hopper'), []);
   assert.equal(await found(service, 'q=dog%20walk'), ['Chloé 🐶 Dog-walker']);
+  // Only the last word is a prefix, even when the same word comes first whole.
+  assert.equal(await found(service, 'q=walk%20walk'), []);
+  assert.equal(await found(service, 'q=walker%20walk'), ['Chloé 🐶 Dog-walker']);
+});
+
+words('a word cut by punctuation is the phrase of its parts: in order, adjacent', async ({ service }) => {
+  assert.equal(await found(service, 'q=dog-walker'), ['Chloé 🐶 Dog-walker']);
+  assert.equal(await found(service, 'q=walker-dog'), []);
+  // The emoji is not indexed: "chloe" and "dog" are adjacent, "chloe" and "walker" are not.
+  assert.equal(await found(service, 'q=chloe-dog'), ['Chloé 🐶 Dog-walker']);
+  assert.equal(await found(service, 'q=chloe-walker'), []);
+  assert.equal(await found(service, 'q=lovelace:ada'), []);
+  assert.equal(await found(service, 'q=ada:love'), ['Ada Lovelace']);
 });
 
 words('query syntax is literal: quotes, stars, NEAR, OR, column filters never act as syntax', async ({ service }) => {

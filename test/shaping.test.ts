@@ -198,6 +198,22 @@ function assertBadExpand(reply: Reply): void {
   );
 }
 
+expand('an element many rows share counts once for each time the response holds it', async ({ service, busy }) => {
+  const pet = await created(service, '/pets', { ...petSample(), ownerId: busy });
+  const bulk = await service.request('POST', '/orders', { body: Array.from({ length: 200 }, () => ({ userId: busy, petId: pet })) });
+  assert.is(bulk.status, 201, bulk.text);
+  // Each order holds its user and the user's first 100 pets: 101 expanded elements per order.
+  const under = await service.request('GET', `/orders?petId=${pet}&limit=198&expand=user.pets`);
+  assert.is(under.status, 200, under.text.slice(0, 300));
+  assert.ok(under.body.every((o: Row) => (o.user as Row).id === busy && ((o.user as Row).pets as Row[]).length === 100));
+  const over = await service.request('GET', `/orders?petId=${pet}&limit=199&expand=user.pets`);
+  assert.is(over.status, 400, over.text.slice(0, 300));
+  assert.equal(
+    over.body.errors.map((e: { path: string }) => e.path),
+    ['expand'],
+  );
+});
+
 expand('paging is unaffected: the next link keeps expand, and the pages are the same', async ({ service }) => {
   const plain = (await walkList(service, '/pets?limit=7')).map((p) => p.id);
   const expanded = await walkList(service, '/pets?limit=7&expand=owner');

@@ -21,11 +21,14 @@ function valuesOf(rows: Row[], field: string): unknown[] {
   return [...values];
 }
 
-/** Counts what the expansions of one response have added so far, and refuses past MAX_EXPANDED. */
+/**
+ * Counts the elements the expansions of one response have added so far, each as many times as the
+ * response holds it, and refuses past MAX_EXPANDED.
+ */
 class Budget {
   private added = 0;
-  take(count: number): void {
-    this.added += count;
+  take(copies: Map<Row, number>): void {
+    for (const count of copies.values()) this.added += count;
     if (this.added > MAX_EXPANDED) {
       throw new ApiError(
         'badRequest',
@@ -36,39 +39,69 @@ class Budget {
   }
 }
 
+/**
+ * How many times each row appears in the response: an element found once may be the relation of many
+ * rows (the owner of every pet on the page), and it is written out, with all it holds, once for each.
+ * Rows of the page itself (no map) appear once.
+ */
+type Copies = Map<Row, number> | undefined;
+
 /** Adds one relation to `rows` (elements of `resource`), then its own nested ones to what it added. */
-function expandOne(store: Transaction, resource: Resource, rows: Row[], node: ExpandNode, budget: Budget): MaybePromise<void> {
+function expandOne(
+  store: Transaction,
+  resource: Resource,
+  rows: Row[],
+  copies: Copies,
+  node: ExpandNode,
+  budget: Budget,
+): MaybePromise<void> {
   const { name, cardinality, target, field } = node.expansion;
   const kind = store.of(target);
+  const added = new Map<Row, number>();
   if (cardinality === 'one') {
     const key = (target.key[0] as Field).key;
     const values = valuesOf(rows, field);
     return then(values.length === 0 ? [] : kind.withKeys(values), (found) => {
-      budget.take(found.length);
       const byKey = new Map(found.map((parent) => [parent[key], parent]));
-      for (const row of rows) row[name] = byKey.get(row[field]) ?? null;
-      return expandAll(store, target, found, node.children, budget);
+      for (const row of rows) {
+        const parent = byKey.get(row[field]) ?? null;
+        row[name] = parent;
+        if (parent) added.set(parent, (added.get(parent) ?? 0) + (copies?.get(row) ?? 1));
+      }
+      budget.take(added);
+      return expandAll(store, target, found, added, node.children, budget);
     }) as MaybePromise<void>; // a promise of a promise settles as one
   }
   const key = (resource.key[0] as Field).key;
   return then(rows.length === 0 ? [] : kind.withParents(field, valuesOf(rows, key), MAX_CHILDREN), (found) => {
-    budget.take(found.length);
     const groups = new Map<unknown, Row[]>();
     for (const child of found) {
       const group = groups.get(child[field]);
       if (group) group.push(child);
       else groups.set(child[field], [child]);
     }
-    for (const row of rows) row[name] = groups.get(row[key]) ?? [];
-    return expandAll(store, target, found, node.children, budget);
+    for (const row of rows) {
+      const children = groups.get(row[key]) ?? [];
+      row[name] = children;
+      for (const child of children) added.set(child, (added.get(child) ?? 0) + (copies?.get(row) ?? 1));
+    }
+    budget.take(added);
+    return expandAll(store, target, found, added, node.children, budget);
   }) as MaybePromise<void>;
 }
 
 /** Adds every relation of `nodes` to `rows`, one after the other. */
-function expandAll(store: Transaction, resource: Resource, rows: Row[], nodes: ExpandNode[], budget: Budget): MaybePromise<void> {
+function expandAll(
+  store: Transaction,
+  resource: Resource,
+  rows: Row[],
+  copies: Copies,
+  nodes: ExpandNode[],
+  budget: Budget,
+): MaybePromise<void> {
   for (let i = 0; i < nodes.length; i++) {
-    const done = expandOne(store, resource, rows, nodes[i] as ExpandNode, budget);
-    if (done instanceof Promise) return done.then(() => expandAll(store, resource, rows, nodes.slice(i + 1), budget));
+    const done = expandOne(store, resource, rows, copies, nodes[i] as ExpandNode, budget);
+    if (done instanceof Promise) return done.then(() => expandAll(store, resource, rows, copies, nodes.slice(i + 1), budget));
   }
   return undefined;
 }
@@ -80,5 +113,5 @@ function expandAll(store: Transaction, resource: Resource, rows: Row[], nodes: E
  * @throws {ApiError} 400 when the response would hold more than MAX_EXPANDED added elements
  */
 export function expand(store: Transaction, resource: Resource, rows: Row[], nodes: ExpandNode[] | undefined): MaybePromise<void> {
-  return nodes?.length ? expandAll(store, resource, rows, nodes, new Budget()) : undefined;
+  return nodes?.length ? expandAll(store, resource, rows, undefined, nodes, new Budget()) : undefined;
 }

@@ -695,6 +695,14 @@ export async function introspect(options: IntrospectOptions): Promise<void> {
   const schemaPath = resolve(base, options.schema ?? DEFAULTS.schema);
   const out = resolve(base, options.out ?? DEFAULTS.out);
   if (file && !existsSync(file)) throw new UsageError(`${options.file}: no such file`);
+  // The module imports drizzle-orm, and is loaded to make the migrations: refused before anything is written where that import cannot resolve.
+  try {
+    createRequire(schemaPath).resolve('drizzle-orm');
+  } catch {
+    throw new UsageError(
+      `--schema ${options.schema}: drizzle-orm cannot be imported from ${dirname(schemaPath)}; put the schema inside the project (where node_modules is)`,
+    );
+  }
   if (existsSync(schemaPath) && !options.force) {
     throw new UsageError(
       `${shown(schemaPath)} exists; run again with --force to overwrite it and replace the SQLite migrations in ${shown(out)}/`,

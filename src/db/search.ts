@@ -124,11 +124,15 @@ export function fts5Query(words: readonly string[]): string {
 }
 
 /**
- * PostgreSQL: `q`'s words (a bound text parameter `p`) as the tsquery that matches elements holding every
- * word, the last one also as a prefix. The words are folded by the very function that builds the index
- * (`restable_search_words`: unaccent, punctuation as spaces, the simple configuration's lower case), so a
- * word typed as it is stored always finds it, whatever the script; a word that folds to nothing matches nothing.
+ * PostgreSQL: `q`'s words (a bound text parameter `p`: their JSON array) as the tsquery that matches
+ * elements holding every word, the last one also as a prefix, as FTS5 reads the same words (fts5Query).
+ * Each word is folded by the very function that builds the index (`restable_search_words`: unaccent,
+ * punctuation as spaces, the simple configuration's lower case), so a word typed as it is stored always
+ * finds it, whatever the script; a word the folding cuts in several (`dog-walker`) is their phrase, in
+ * order and adjacent (`<->`); a word that folds to nothing adds no condition (and a `q` of only such words matches nothing).
  */
 export function pgSearchQuery(p: SQL | Placeholder): SQL {
-  return sql`(SELECT string_agg(quote_literal(lexeme) || CASE WHEN last THEN ':*' ELSE '' END, ' & ')::tsquery FROM (SELECT lexeme, positions[array_length(positions, 1)] = max(positions[array_length(positions, 1)]) OVER () AS last FROM unnest(${sql.raw(PG_FUNCTION)}(${p}::text))) AS words)`;
+  // A tsvector holds each lexeme once, with its positions: unnested by position, the word's lexemes come back in order.
+  const lexemes = sql.raw(`SELECT lexeme, unnest(positions) AS at FROM unnest(${PG_FUNCTION}(word.w))`);
+  return sql`(SELECT string_agg(phrase, ' & ' ORDER BY n)::tsquery FROM (SELECT word.n, (SELECT string_agg(quote_literal(lexeme) || CASE WHEN word.n = word.words AND at = last THEN ':*' ELSE '' END, ' <-> ' ORDER BY at) FROM (SELECT lexeme, at, max(at) OVER () AS last FROM (${lexemes}) AS lexemes) AS ordered) AS phrase FROM (SELECT w, n, count(*) OVER () AS words FROM json_array_elements_text(${p}::json) WITH ORDINALITY AS given (w, n)) AS word) AS phrases)`;
 }

@@ -11,9 +11,9 @@ import { isPostgres, type PostgresHandle } from '../db/postgres.js';
 import type { ApiError } from '../errors.js';
 import { onFirstUse } from '../first-use.js';
 import type { Resource } from '../resources.js';
-import { pgUnavailableFrom } from './pg-errors.js';
+import { pgSchemaAheadFrom, pgUnavailableFrom } from './pg-errors.js';
 import type * as PostgresStore from './postgres.js';
-import { createSqliteStore, unavailableFrom } from './sqlite.js';
+import { createSqliteStore, schemaAheadFrom, unavailableFrom } from './sqlite.js';
 import { type MaybePromise, refusals, type Store } from './store.js';
 
 export interface Backend {
@@ -44,8 +44,10 @@ function sqliteBackend(database: DatabaseHandle, { resources, config, migrations
   const unavailable = (error: unknown) => {
     const found = unavailableFrom(error);
     if (found && found.cause instanceof Error) writeFailure = found.cause.message;
-    return found;
+    return found ?? schemaAheadFrom(error);
   };
+  /** Set once the database was found to hold every table and column of the schema (checked while it does not). */
+  let schemaFits = false;
   const readKey = onFirstUse(() => readCursorKey(database.db, config.cursorSecret));
   try {
     // Read (on a new database: made and committed) now, never first inside a batch that may roll it back.
@@ -61,7 +63,14 @@ function sqliteBackend(database: DatabaseHandle, { resources, config, migrations
       if (writeFailure && probeWrite(database) === undefined) writeFailure = undefined;
       if (writeFailure) return `writes are failing (${writeFailure}); reads still work`;
       const { pending } = migrationStatus(database, migrationsFolder);
-      return pending.length > 0 ? `${pending.length} migration(s) pending: ${pending.join(', ')}` : undefined;
+      if (pending.length > 0) return `${pending.length} migration(s) pending: ${pending.join(', ')}`;
+      if (schemaFits) return undefined;
+      const columnsOf = database.sqlite.prepare('SELECT name FROM pragma_table_xinfo(?)').pluck();
+      const present = new Set(resources.flatMap((r) => (columnsOf.all(r.name) as string[]).map((c) => `${r.name}.${c}`)));
+      const missing = missingOf(resources, present);
+      if (missing) return schemaAheadOf(missing);
+      schemaFits = true;
+      return undefined;
     },
     cursorKey() {
       try {
@@ -97,6 +106,7 @@ function postgresBackend(
       key = read;
     });
   const store = createPostgresStore(handle, resources, toPgTables({ ...schema, ...internalSchema }));
+  let schemaFits = false;
   return {
     store,
     isOpen: () => !handle.pool.ending,
@@ -104,7 +114,15 @@ function postgresBackend(
       if (handle.pool.ended) return 'the database pool is closed';
       try {
         const { pending } = await pgMigrationStatus(handle, migrationsFolder);
-        return pending.length > 0 ? `${pending.length} migration(s) pending: ${pending.join(', ')}` : undefined;
+        if (pending.length > 0) return `${pending.length} migration(s) pending: ${pending.join(', ')}`;
+        if (schemaFits) return undefined;
+        const { rows } = await handle.pool.query(
+          'SELECT table_name AS t, column_name AS c FROM information_schema.columns WHERE table_schema = current_schema()',
+        );
+        const missing = missingOf(resources, new Set(rows.map((r: { t: string; c: string }) => `${r.t}.${r.c}`)));
+        if (missing) return schemaAheadOf(missing);
+        schemaFits = true;
+        return undefined;
       } catch {
         // The driver's message names hosts and addresses: /readyz is open to anyone, so it says no more.
         return `the database cannot be reached (or no connection of the pool came free within PG_CONNECT_TIMEOUT_MS)`;
@@ -118,9 +136,28 @@ function postgresBackend(
     // The cursor key, and the change feed's tables and triggers (made by the first instance to start).
     // A feed that cannot be set up stops the start: writes would go unrecorded.
     ready: Promise.all([load().catch(() => undefined), store.changes.bounds()]).then(() => undefined),
-    unavailableFrom: pgUnavailableFrom,
+    unavailableFrom: (error) => pgUnavailableFrom(error) ?? pgSchemaAheadFrom(error),
   };
 }
+
+/**
+ * The tables and columns of the schema that `present` (`table.column` names) lacks, as `table` or
+ * `table.column` (a few named), or undefined when every one is there.
+ */
+function missingOf(resources: readonly Resource[], present: Set<string>): string | undefined {
+  const missing: string[] = [];
+  for (const resource of resources) {
+    const absent = resource.fields.filter((f) => !present.has(`${resource.name}.${f.column.name}`));
+    if (absent.length === resource.fields.length) missing.push(resource.name);
+    else for (const field of absent) missing.push(`${resource.name}.${field.column.name}`);
+  }
+  if (missing.length === 0) return undefined;
+  return missing.slice(0, 5).join(', ') + (missing.length > 5 ? ` and ${missing.length - 5} more` : '');
+}
+
+/** /readyz's reason when the schema declares what the database lacks (`missing`, from missingOf). */
+const schemaAheadOf = (missing: string) =>
+  `the schema declares what no applied migration made (${missing}): run npm run db:generate, then npm run migrate`;
 
 export function createBackend(database: DatabaseHandle | PostgresHandle, options: BackendOptions): Backend {
   return isPostgres(database) ? postgresBackend(database, options) : sqliteBackend(database, options);

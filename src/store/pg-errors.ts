@@ -52,6 +52,12 @@ export function pgUnavailableFrom(error: unknown): ApiError | undefined {
   return refusals.unavailable('The database cannot be reached right now; try again later.', error);
 }
 
+/** The 503 for undefined_table or undefined_column: a schema change whose migration was not applied; else undefined. */
+export function pgSchemaAheadFrom(error: unknown): ApiError | undefined {
+  const ahead = error instanceof Error && ['42P01', '42703'].includes((error as PgError).code ?? '');
+  return ahead ? refusals.schemaAhead(error) : undefined;
+}
+
 /** A serialization failure or a deadlock: the transaction may simply be run again. */
 export const isRetryable = (error: unknown) => ['40001', '40P01'].includes((error as PgError).code ?? '');
 

@@ -227,8 +227,8 @@ function createKindStore(
   const search: SearchSql | undefined =
     resource.searchable.length > 0
       ? {
-          // The words as sent: PostgreSQL folds them with the index's own function (pgSearchQuery).
-          value: (words) => words.join(' '),
+          // The words as sent, as a JSON array: PostgreSQL folds each with the index's own function (pgSearchQuery).
+          value: (words) => JSON.stringify(words),
           match: (p) => sql`${vector} @@ ${pgSearchQuery(p)}`,
           rank: (p) => sql`ts_rank(${vector}, ${pgSearchQuery(p)})`,
           higherIsBetter: true,

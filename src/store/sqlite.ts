@@ -84,6 +84,13 @@ export function unavailableFrom(error: unknown): ApiError | undefined {
   return refusals.unavailable('The database cannot accept writes right now; try again later.', sqliteError);
 }
 
+/** The 503 for a statement over a table or column the schema declares and the database lacks, or undefined. */
+export function schemaAheadFrom(error: unknown): ApiError | undefined {
+  const sqliteError = sqliteErrorOf(error);
+  const ahead = sqliteError?.code === 'SQLITE_ERROR' && /^no such (table|column): /.test(sqliteError.message);
+  return ahead ? refusals.schemaAhead(error) : undefined;
+}
+
 /** Field keys named in a constraint message such as "UNIQUE constraint failed: users.email". */
 function constrainedFields(resource: Resource, message: string): string[] {
   const columns = message.split(':')[1]?.split(',') ?? [];

@@ -143,6 +143,13 @@ export const refusals = {
       headers: { 'Retry-After': '60' },
       cause,
     }),
+  /** A table or column the schema declares and no applied migration made (a schema change without its migration). */
+  schemaAhead: (cause: unknown) =>
+    new ApiError(
+      'unavailable',
+      'The database lacks a table or column the schema declares: a schema change has no migration applied (`npm run db:generate`, then `npm run migrate`).',
+      { headers: { 'Retry-After': '60' }, cause },
+    ),
   /** The database is unreachable, overloaded or cannot write now: retry shortly. */
   unavailable: (detail: string, cause?: unknown) => new ApiError('unavailable', detail, { headers: { 'Retry-After': '1' }, cause }),
 };
