@@ -43,6 +43,11 @@ shapes.before(async (ctx) => {
 
 shapes.after(async (ctx) => ctx.service?.close());
 
+shapes('/readyz finds every table and column of these schemas in the database', async ({ service }) => {
+  const ready = await service.request('GET', '/readyz');
+  assert.is(ready.status, 200, ready.text);
+});
+
 shapes('a BLOB key is addressed by its base64 text: read, changed and deleted', async ({ service }) => {
   const key = Buffer.from([0, 1, 2, 250]).toString('base64');
   const made = await service.request('POST', '/Blobs', { body: { key, note: 'x' } });
