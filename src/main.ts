@@ -2,6 +2,7 @@
 // with WORKERS > 1, a cluster primary that migrates once and supervises the serving workers.
 // A start-up failure prints one line and exits 1; nothing else in src/ calls process.exit.
 import cluster from 'node:cluster';
+import { lookup } from 'node:dns/promises';
 import type { Logger } from 'pino';
 import { createApp } from './app.js';
 import { type Config, ConfigError, parseConfig, postgresOptions } from './config.js';
@@ -62,6 +63,10 @@ async function migrate(config: Config, logger: Logger): Promise<Database> {
 
 /** Serves HTTP in this process until told to stop (a signal, or the cluster primary). */
 async function serve(config: Config, logger: Logger): Promise<void> {
+  // A HOST that names no address is refused before the database is opened or migrated.
+  await lookup(config.host).catch((error: NodeJS.ErrnoException) => {
+    throw new ListenError(`cannot listen on ${config.host}:${config.port}: ${error.code ?? error.message} (HOST names no address)`);
+  });
   const database = await migrate(config, logger);
   let app: ReturnType<typeof createApp>;
   try {

@@ -1,6 +1,7 @@
 // The real entry points as processes: data survives a restart, SIGTERM/SIGINT stop cleanly with
 // exit 0, a bad configuration stops start-up with one line and exit 1, and `migrate` reports.
 // They serve the tests' pet shop (see spawnService), whatever src/db/schema.ts holds.
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -139,11 +140,14 @@ test('a database that cannot be opened, or an address that cannot be bound, is o
         { DATABASE_PATH: join(temp.dir, 'b.db'), PORT: port },
         new RegExp(`^restable: cannot listen on 127\\.0\\.0\\.1:${port}: EADDRINUSE$`),
       ],
-      [{ DATABASE_PATH: join(temp.dir, 'c.db'), HOST: '999.1.1.1' }, /^restable: cannot listen on 999\.1\.1\.1:0: ENOTFOUND$/],
+      [
+        { DATABASE_PATH: join(temp.dir, 'c.db'), HOST: '999.1.1.1' },
+        /^restable: cannot listen on 999\.1\.1\.1:0: ENOTFOUND \(HOST names no address\)$/,
+      ],
       // With workers, a worker that cannot listen before any has served stops start-up (it is not re-forked forever).
       [
         { DATABASE_PATH: join(temp.dir, 'd.db'), HOST: '999.1.1.1', WORKERS: '2' },
-        /^restable: cannot listen on 999\.1\.1\.1:0: ENOTFOUND$/,
+        /^restable: cannot listen on 999\.1\.1\.1:0: ENOTFOUND \(HOST names no address\)$/,
       ],
       // A directory that cannot be made (node's recursive mkdirSync never returns under /proc).
       [{ DATABASE_PATH: '/proc/restable-nowhere/x.db' }, /^restable: cannot open the database \/proc\/restable-nowhere\/x\.db: /],
@@ -154,6 +158,11 @@ test('a database that cannot be opened, or an address that cannot be bound, is o
       assert.match(output.trim(), line);
       assert.is(output.trim().split('\n').length, 1, output);
     }
+    // A HOST that names no address is refused before the database is made, even at the default log level.
+    const { code, output } = await runService({ DATABASE_PATH: join(temp.dir, 'e.db'), HOST: '999.1.1.1' });
+    assert.is(code, 1);
+    assert.is(output.trim().split('\n').length, 1, output);
+    assert.not.ok(existsSync(join(temp.dir, 'e.db')));
   } finally {
     await occupant.stop();
     temp.remove();
