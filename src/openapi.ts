@@ -739,7 +739,7 @@ function changesPaths(
     {
       name: 'limit',
       in: 'query',
-      description: 'changes per JSON page (the event stream ignores it)',
+      description: 'changes per JSON page (with Accept: text/event-stream it is a 400: a stream has no pages)',
       schema: { type: 'integer', minimum: LIMIT.min, maximum: LIMIT.max, default: LIMIT.default },
     },
     ...(names.length > 0

@@ -169,6 +169,29 @@ reading('a bad query, method or Accept is refused with a problem', async ({ serv
   const resume = await service.request('GET', '/_changes', { headers: { accept: 'text/event-stream', 'last-event-id': '01' } });
   assert.is(resume.status, 400, resume.text);
   assert.match(resume.body.detail, /^The Last-Event-ID header /);
+  // A stream has no pages: a limit is refused, not ignored.
+  const paged = await service.request('GET', '/_changes?limit=5', { headers: { accept: 'text/event-stream' } });
+  assert.is(paged.status, 400, paged.text);
+  assert.equal(
+    paged.body.errors.map((e: { path: string }) => e.path),
+    ['limit'],
+  );
+});
+
+reading('Accept with a charset is understood; every answer varies by Accept; HEAD of the stream has its headers', async ({ service }) => {
+  for (const accept of ['application/json;charset=utf-8', 'application/json; charset=UTF-8', undefined]) {
+    const reply = await service.request('GET', '/_changes?limit=1', { headers: accept ? { accept } : {} });
+    assert.is(reply.status, 200, `${accept}: ${reply.text}`);
+    assert.is(reply.headers.get('vary'), 'Accept');
+  }
+  const refused = await service.request('GET', '/_changes', { headers: { accept: 'text/html' } });
+  assert.is(refused.status, 406);
+  assert.is(refused.headers.get('vary'), 'Accept');
+  const head = await service.request('HEAD', '/_changes', { headers: { accept: 'text/event-stream; charset=utf-8' } });
+  assert.is(head.status, 200);
+  assert.is(head.headers.get('content-type'), 'text/event-stream; charset=utf-8');
+  assert.is(head.headers.get('x-accel-buffering'), 'no');
+  assert.is(head.headers.get('vary'), 'Accept');
 });
 
 const retention = suite<{ service: Service }>('change feed: retention');

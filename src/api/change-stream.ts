@@ -4,6 +4,14 @@ import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { ChangeEntry, ChangeLog } from '../store/changes.js';
 
+/** The headers of an event stream, the same on GET and HEAD (Vary: the same path answers JSON without Accept). */
+export const STREAM_HEADERS = {
+  'Content-Type': 'text/event-stream; charset=utf-8',
+  'Cache-Control': 'no-store',
+  'X-Accel-Buffering': 'no', // nginx: pass events on as they come
+  Vary: 'Accept',
+} as const;
+
 /** A change as clients see it (API.md §8). */
 export interface Change {
   seq: number;
@@ -162,11 +170,7 @@ export function createChangeStreams(
     size: () => streams.size,
     open(res, position, newest, kinds) {
       const stream: Stream = { res, position, ...(kinds && { kinds: new Set(kinds) }) };
-      res.writeHead(200, {
-        'Content-Type': 'text/event-stream; charset=utf-8',
-        'Cache-Control': 'no-store',
-        'X-Accel-Buffering': 'no', // nginx: pass events on as they come
-      });
+      res.writeHead(200, STREAM_HEADERS);
       // The headers now, and how soon to reconnect: a client waits for neither the first change nor a heartbeat.
       res.write(`retry: 1000\n: changes after ${position}\n\n`);
       streams.add(stream);

@@ -11,7 +11,7 @@ import { READ_METHODS, type Resource } from '../resources.js';
 import type { ChangeEntry, ChangeLog } from '../store/changes.js';
 import type { Store } from '../store/store.js';
 import type { Tickets } from '../tickets.js';
-import { type Change, type ChangeStreams, createChangeStreams } from './change-stream.js';
+import { type Change, type ChangeStreams, createChangeStreams, STREAM_HEADERS } from './change-stream.js';
 import type { Endpoint, Request, Response } from './compile.js';
 
 export const CHANGES_PATH = '/_changes';
@@ -22,10 +22,15 @@ const MAX_LIMIT = 1000;
 export const POLL_MS = 100;
 const PARAMETERS = ['since', 'limit', 'kinds', 'ticket'];
 const EVENT_STREAM = 'text/event-stream';
+const CHARSET = 'charset=utf-8';
+/** Every answer of GET /_changes depends on Accept (JSON, an event stream, or 406): caches must key on it (RFC 9110 §12.5.5). */
+const VARY = { Vary: 'Accept' } as const;
 
 interface ChangesQuery {
   since?: number;
   limit: number;
+  /** Whether the client sent `limit` (an event stream refuses it). */
+  limitGiven?: boolean;
   kinds?: string[];
   ticket?: string;
 }
@@ -56,6 +61,7 @@ function parseQuery(query: QueryParameters, kinds: ReadonlyMap<string, Resource>
     if (!/^\d{1,4}$/.test(values.limit) || Number(values.limit) < 1 || Number(values.limit) > MAX_LIMIT)
       throw invalid('limit', `must be a whole number from 1 to ${MAX_LIMIT}`);
     parsed.limit = Number(values.limit);
+    parsed.limitGiven = true;
   }
   if (values.kinds !== undefined) {
     const names = values.kinds.split(',');
@@ -71,10 +77,18 @@ function parseQuery(query: QueryParameters, kinds: ReadonlyMap<string, Resource>
 function wantsStream(req: Request): boolean {
   const accept = req.headers.accept;
   if (accept === undefined) return false;
-  const type = new Negotiator(req).mediaType(['application/json', EVENT_STREAM]);
+  // Each type also as it is sent, with its charset (a client may ask for either form).
+  const type = new Negotiator(req).mediaType([
+    'application/json',
+    `application/json; ${CHARSET}`,
+    EVENT_STREAM,
+    `${EVENT_STREAM}; ${CHARSET}`,
+  ]);
   if (type === undefined)
-    throw new ApiError('notAcceptable', `/_changes answers application/json or ${EVENT_STREAM}; Accept rules out both.`);
-  return type === EVENT_STREAM;
+    throw new ApiError('notAcceptable', `/_changes answers application/json or ${EVENT_STREAM}; Accept rules out both.`, {
+      headers: VARY,
+    });
+  return type.startsWith(EVENT_STREAM);
 }
 
 const gone = (since: number, floor: number) =>
@@ -149,7 +163,7 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
       const kindsPart = query.kinds ? `&kinds=${query.kinds.map(encodeURIComponent).join(',')}` : '';
       headers.Link = `<${CHANGES_PATH}?since=${last.seq}&limit=${query.limit}${kindsPart}>; rel="next"`;
     }
-    sendJson(res, 200, await present(shown), headers);
+    sendJson(res, 200, await present(shown), { ...headers, ...VARY });
   };
 
   const stream = async (req: Request, res: Response, query: ChangesQuery) => {
@@ -166,7 +180,7 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
       typeof resumeFrom === 'string' && resumeFrom.trim() !== '' ? seqOf(resumeFrom.trim(), 'Last-Event-ID') : (query.since ?? newest);
     if (position < floor) throw gone(position, floor);
     if (req.method === 'HEAD') {
-      res.writeHead(200, { 'Content-Type': `${EVENT_STREAM}; charset=utf-8`, 'Cache-Control': 'no-store' });
+      res.writeHead(200, STREAM_HEADERS);
       res.end();
       return;
     }
@@ -183,7 +197,10 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
         headers: { 'WWW-Authenticate': 'Bearer realm="restable", error="invalid_token"' },
       });
     }
-    return wantsStream(req) ? stream(req, res, query) : page(res, query);
+    if (!wantsStream(req)) return page(res, query);
+    // A stream has no pages: a limit would be ignored, so it is refused.
+    if (query.limitGiven) throw invalid('limit', 'applies to JSON pages only; an event stream sends every change');
+    return stream(req, res, query);
   };
 
   return {
