@@ -388,12 +388,17 @@ function operation(route: Route, method: Method, options: OpenApiOptions, lists:
           ...idParam,
           ...(list
             ? lists(resource)
-            : [fieldsParameter(resource), ...optional(expandParameter(resource)), ref('parameters', 'If-None-Match')]),
+            : [
+                fieldsParameter(resource),
+                ...optional(expandParameter(resource)),
+                ref('parameters', 'If-Match'),
+                ref('parameters', 'If-None-Match'),
+              ]),
         ],
         responses: {
           200: ok,
           ...(list ? {} : { 304: noBody('Not modified (If-None-Match matched)', { ETag: ref('headers', 'ETag') }) }),
-          ...errors('BadRequest', ...(list ? parent : (['NotFound'] as const)), 'NotAcceptable', 'Error'),
+          ...errors('BadRequest', ...(list ? parent : (['NotFound', 'PreconditionFailed'] as const)), 'NotAcceptable', 'Error'),
         },
       };
     }
@@ -464,7 +469,7 @@ function operation(route: Route, method: Method, options: OpenApiOptions, lists:
         operationId: `delete_${name}`,
         summary: `Delete a ${resource.name} element`,
         parameters: [...idParam, ref('parameters', 'If-Match'), ref('parameters', 'If-None-Match')],
-        responses: { 204: noBody('Deleted'), ...errors('NotFound', 'Conflict', 'PreconditionFailed', 'Error') },
+        responses: { 204: noBody('Deleted'), ...errors('BadRequest', 'NotFound', 'Conflict', 'PreconditionFailed', 'Error') },
       };
     case 'OPTIONS':
       return {
@@ -473,7 +478,7 @@ function operation(route: Route, method: Method, options: OpenApiOptions, lists:
         summary: 'The methods this path supports',
         responses: {
           204: noBody('Allow lists the methods', { Allow: ref('headers', 'Allow') }),
-          ...errors(...(kind === 'collection' ? [] : (['NotFound'] as const)), 'Error'),
+          ...errors('BadRequest', ...(kind === 'collection' ? [] : (['NotFound'] as const)), 'Error'),
         },
       };
   }
@@ -500,8 +505,10 @@ function serviceOperation(path: string, method: Method, summary: string, produce
       ...auth,
       responses: {
         204: noBody('Allow lists the methods', { Allow: ref('headers', 'Allow') }),
+        400: ref('responses', 'BadRequest'),
         ...guardAnswers,
         405: ref('responses', 'MethodNotAllowed'),
+        default: ref('responses', 'Error'),
       },
     };
   const schema = produces === 'application/json' ? { type: 'object' } : { type: 'string' };
@@ -512,6 +519,7 @@ function serviceOperation(path: string, method: Method, summary: string, produce
     ...auth,
     responses: {
       200: { description: summary, content: { [produces]: { schema } } },
+      400: ref('responses', 'BadRequest'),
       ...guardAnswers,
       405: ref('responses', 'MethodNotAllowed'),
       406: ref('responses', 'NotAcceptable'),
@@ -523,12 +531,12 @@ function serviceOperation(path: string, method: Method, summary: string, produce
 /** `/_batch` (API.md §7): its envelope, its results, and the problem of a failed operation. */
 function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<string, Json> } {
   const json = (schema: Json) => ({ 'application/json': { schema } });
-  const errors = (...names: ErrorName[]) =>
+  const errors = (method: Method, ...names: ErrorName[]) =>
     Object.fromEntries(
       [
         ...names,
         'MethodNotAllowed' as const,
-        ...authErrors(options, 'POST'),
+        ...authErrors(options, method),
         ...(options.rateLimit ? (['TooManyRequests'] as const) : []),
       ].map((name) => [ERRORS[name][0], ref('responses', name)]),
     );
@@ -612,14 +620,17 @@ function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<strin
       responses: {
         200: { description: 'Every operation succeeded and was committed', content: json(ref('schemas', 'batch.results')) },
         '4XX': failed,
-        ...errors('BadRequest', 'NotAcceptable', 'PayloadTooLarge', 'UnsupportedMediaType', 'Unprocessable', 'Error'),
+        ...errors('POST', 'BadRequest', 'NotAcceptable', 'PayloadTooLarge', 'UnsupportedMediaType', 'Unprocessable', 'Error'),
       },
     },
     options: {
       tags: ['service'],
       operationId: 'options_batch',
       summary: 'The methods this path supports',
-      responses: { 204: noBody('Allow lists the methods', { Allow: ref('headers', 'Allow') }), ...errors('Error') },
+      responses: {
+        204: noBody('Allow lists the methods', { Allow: ref('headers', 'Allow') }),
+        ...errors('OPTIONS', 'BadRequest', 'Error'),
+      },
     },
   };
   return { path, schemas };

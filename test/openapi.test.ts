@@ -204,9 +204,15 @@ test('operations carry their statuses, headers and problem responses', ({ doc })
   const statuses = (path: string, method: string) => Object.keys(doc.paths[path]?.[method].responses ?? {}).sort();
   assert.equal(statuses('/users', 'get'), ['200', '400', '405', '406', 'default']);
   assert.equal(statuses('/users', 'post'), ['201', '400', '405', '406', '409', '413', '415', '422', 'default']);
-  assert.equal(statuses('/users/{id}', 'get'), ['200', '304', '400', '404', '405', '406', 'default']);
+  assert.equal(statuses('/users/{id}', 'get'), ['200', '304', '400', '404', '405', '406', '412', 'default']);
   assert.equal(statuses('/users/{id}', 'put'), ['200', '400', '404', '405', '406', '409', '412', '413', '415', '422', 'default']);
-  assert.equal(statuses('/users/{id}', 'delete'), ['204', '404', '405', '409', '412', 'default']);
+  assert.equal(statuses('/users/{id}', 'delete'), ['204', '400', '404', '405', '409', '412', 'default']);
+  // A query parameter sent where none is taken is a 400: on OPTIONS and the service's own paths too.
+  assert.equal(statuses('/users', 'options'), ['204', '400', '405', 'default']);
+  assert.equal(statuses('/users/{id}', 'options'), ['204', '400', '404', '405', 'default']);
+  assert.equal(statuses('/healthz', 'get'), ['200', '400', '405', '406', 'default']);
+  assert.equal(statuses('/healthz', 'options'), ['204', '400', '405', 'default']);
+  assert.equal(statuses('/_batch', 'options'), ['204', '400', '405', 'default']);
   assert.equal(statuses('/users/{id}/pets', 'get'), ['200', '400', '404', '405', '406', 'default']);
   // 405 on every operation, the service's own paths too.
   for (const [path, item] of Object.entries<any>(doc.paths)) {
