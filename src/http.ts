@@ -56,7 +56,9 @@ function mediaTypeOf(req: IncomingMessage): { type: string; charset?: string } |
   const header = req.headers['content-type'];
   if (!header) return undefined;
   try {
-    const parsed = contentType.parse(header);
+    // RFC 9110 §5.6.6 allows empty parameters (`application/json;`), which the parser refuses: dropped
+    // first (unless a quoted value is there, which could hold a `;`).
+    const parsed = contentType.parse(header.includes('"') ? header : header.replace(/;[ \t]*(?=;|$)/g, ''));
     return { type: parsed.type, charset: parsed.parameters.charset };
   } catch {
     return undefined;

@@ -290,7 +290,11 @@ function parseExpand(resource: Resource, raw: string): ExpandNode[] {
   if (paths.length > QUERY_LIMITS.expandPaths)
     throw bad('expand', `names ${paths.length} relations; at most ${QUERY_LIMITS.expandPaths} are allowed`);
   const roots: ExpandNode[] = [];
+  const given = new Set<string>();
   for (const path of paths) {
+    // Like fields: a path named twice is a mistake to say, not one to merge silently (uniqueItems in OpenAPI).
+    if (given.has(path)) throw bad('expand', `names ${echo(path)} twice`);
+    given.add(path);
     const names = path.split('.');
     if (names.length > QUERY_LIMITS.expandDepth)
       throw bad('expand', `goes ${names.length} levels deep; at most ${QUERY_LIMITS.expandDepth} are allowed`);

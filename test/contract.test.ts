@@ -192,6 +192,15 @@ function contractFor(fixture: KindFixture) {
     assertProblem(patch, 415);
     assert.is(patch.headers.get('accept-patch'), 'application/merge-patch+json, application/json');
     assertProblem(await service.request('PUT', `${base}/${made.body.id}`, { raw: '{}' }), 415);
+    // Empty parameters are allowed (RFC 9110 §5.6.6): `application/json;` is application/json.
+    const sample = await fixture.sample(service);
+    const bare = await service.request('POST', base, { raw: JSON.stringify(sample), headers: { 'content-type': 'application/json;' } });
+    assert.is(bare.status, 201, bare.text);
+    const empty = await service.request('PATCH', `${base}/${made.body.id}`, {
+      raw: '{}',
+      headers: { 'content-type': 'application/merge-patch+json; ;charset=utf-8' },
+    });
+    assert.is(empty.status, 200, empty.text);
   });
 
   test('a body over the limit is 413', async ({ service }) => {

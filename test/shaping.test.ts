@@ -176,19 +176,24 @@ expand('an expanded representation is not a PUT body: the relation names are not
   );
 });
 
-expand('an unknown relation, a path deeper than 3, or expand given twice is a 400 naming expand', async ({ service, owner }) => {
-  for (const query of [
-    'expand=nope',
-    'expand=pets.nope',
-    'expand=orders.user.pets.owner',
-    'expand=',
-    'expand=pets&expand=orders',
-    'expand=pets,,orders',
-  ]) {
-    assertBadExpand(await service.request('GET', `/users?${query}`));
-    assertBadExpand(await service.request('GET', `/users/${owner}?${query}`));
-  }
-});
+expand(
+  'an unknown relation, a path deeper than 3, a path named twice, or expand given twice is a 400 naming expand',
+  async ({ service, owner }) => {
+    for (const query of [
+      'expand=nope',
+      'expand=pets.nope',
+      'expand=orders.user.pets.owner',
+      'expand=',
+      'expand=pets&expand=orders',
+      'expand=pets,,orders',
+      'expand=pets,pets',
+      'expand=orders.pet,pets,orders.pet',
+    ]) {
+      assertBadExpand(await service.request('GET', `/users?${query}`));
+      assertBadExpand(await service.request('GET', `/users/${owner}?${query}`));
+    }
+  },
+);
 
 function assertBadExpand(reply: Reply): void {
   assert.is(reply.status, 400, reply.text);
