@@ -142,11 +142,17 @@ function customSchemaOf({ column }: Field): Json | undefined {
   return undefined;
 }
 
+/** A regular expression source matching `name` in any letter case (JSON Schema patterns have no flags). */
+const anyCase = (name: string) => name.replace(/[a-z]/gi, (c) => `[${c.toUpperCase()}${c.toLowerCase()}]`);
+
 function fieldSchema(field: Field): Json {
   const { column } = field;
   const custom = customSchemaOf(field);
   if (custom) return custom;
-  if (column.dataType === 'number') return { type: column.columnType === 'SQLiteInteger' ? 'integer' : 'number' };
+  // An integer beyond ±(2^53 − 1) is no value JSON carries exactly: a filter with one is a 400.
+  if (column.dataType === 'number' && column.columnType === 'SQLiteInteger')
+    return { type: 'integer', minimum: Number.MIN_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER };
+  if (column.dataType === 'number') return { type: 'number' };
   if (column.dataType === 'boolean') return { type: 'boolean' };
   if (column.enumValues?.length) return { type: 'string', enum: column.enumValues };
   return { type: 'string' };
@@ -559,7 +565,8 @@ function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<strin
         headers: {
           type: 'object',
           description: `only ${BATCH_HEADERS.join(' and ')}`,
-          propertyNames: { enum: [...BATCH_HEADERS] },
+          // Header names in any letter case, as HTTP reads them (`if-match` too).
+          propertyNames: { pattern: `^(${BATCH_HEADERS.map(anyCase).join('|')})$` },
           additionalProperties: { type: 'string' },
         },
         label: { type: 'string', pattern: LABEL.source, description: 'names the element this POST creates, for later operations' },
@@ -917,7 +924,8 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
       name: 'Idempotency-Key',
       in: 'header',
       description: 'retries with the same key and body replay the first response',
-      schema: { type: 'string', minLength: 1, maxLength: 255 },
+      // 1–255 visible ASCII characters, or the same as a quoted structured-field string (src/idempotency.ts).
+      schema: { type: 'string', pattern: '^([\\x21-\\x7e]{1,255}|"[\\x21-\\x7e]{1,255}")$' },
     },
   };
   for (const resource of registry.resources) {

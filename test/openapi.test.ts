@@ -545,7 +545,15 @@ feeds('lists only the kinds with a key; a text key is a string, a composite key 
   assert.equal(change.properties.kind.enum, ['tracks', 'tags']);
   assert.equal(
     change.oneOf.map((branch: any) => branch.properties.id),
-    [{ type: 'array', prefixItems: [{ type: 'string' }, { type: 'integer' }], minItems: 2, maxItems: 2 }, { type: 'string' }],
+    [
+      {
+        type: 'array',
+        prefixItems: [{ type: 'string' }, { type: 'integer', minimum: Number.MIN_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER }],
+        minItems: 2,
+        maxItems: 2,
+      },
+      { type: 'string' },
+    ],
   );
   const kinds = (doc.paths[CHANGES_PATH]?.get.parameters as any[]).find((p) => p.name === 'kinds');
   assert.equal(kinds.schema.items.enum, ['tracks', 'tags']);
