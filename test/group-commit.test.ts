@@ -2,6 +2,7 @@
 // answer, failing ones (409, 412, 422) leave nothing and take nothing down with them, and every
 // acknowledged write is in the file, also after a SIGKILL under concurrent write load.
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { petSample, userSample } from './fixtures.js';
@@ -253,6 +254,47 @@ test('a group where some writes fail: each client gets its own answer, the other
       );
       assert.equal(keys, [1, 1, 1], 'each burst key is stored once');
     } finally {
+      await service.stop();
+    }
+  });
+});
+
+test('a write lock held by another connection: writes wait without stopping reads, then commit, or get a 503 after 5 s', async () => {
+  await withTempDir(async (dir) => {
+    const file = join(dir, 'locked.db');
+    const service = await spawnService({ DATABASE_PATH: file });
+    const other = new Database(file);
+    try {
+      const base = service.url;
+      const first = await made(base, '/users', userSample());
+      other.prepare('BEGIN IMMEDIATE').run(); // the write lock, held by another connection
+      const waiting = request(base, 'POST', '/users', { body: userSample() });
+      let answered = false;
+      void waiting.then(() => {
+        answered = true;
+      });
+      // Reads are served while the write waits for the lock (it waits between turns of the event loop).
+      for (let i = 0; i < 5; i++) {
+        const read = await request(base, 'GET', `/users/${first.body.id}`);
+        assert.is(read.status, 200, read.text);
+      }
+      assert.not.ok(answered, 'the write did not wait for the lock');
+      other.prepare('COMMIT').run();
+      const created = await waiting;
+      assert.is(created.status, 201, created.text);
+      // Held past the 5 s a write waits: a 503 with Retry-After, and nothing stored.
+      other.prepare('BEGIN IMMEDIATE').run();
+      const before = await total(base, '/users');
+      const refused = await request(base, 'POST', '/users', { body: userSample() });
+      assert.is(refused.status, 503, refused.text);
+      assert.match(refused.headers.get('content-type') ?? '', /^application\/problem\+json/);
+      assert.ok(refused.headers.get('retry-after'));
+      other.prepare('COMMIT').run();
+      assert.is(await total(base, '/users'), before);
+      assert.is((await request(base, 'POST', '/users', { body: userSample() })).status, 201);
+    } finally {
+      if (other.inTransaction) other.prepare('COMMIT').run();
+      other.close();
       await service.stop();
     }
   });

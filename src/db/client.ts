@@ -15,7 +15,7 @@ export interface DatabaseHandle {
 }
 
 /** How long a writer waits for another connection's lock before SQLITE_BUSY. */
-const BUSY_TIMEOUT_MS = 5000;
+export const BUSY_TIMEOUT_MS = 5000;
 /** After a checkpoint the WAL file is truncated back to this size, so it cannot stay huge. */
 const JOURNAL_SIZE_LIMIT = 16 * 1024 * 1024;
 

@@ -9,13 +9,23 @@ interface Pending {
   work: Work<unknown>;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
+  /** When the write stops waiting for a write lock another connection holds (Date.now() ms). */
+  deadline: number;
 }
+
+/** The pause between two tries at a write lock another connection holds. */
+const LOCK_RETRY_MS = 10;
 
 export interface GroupCommitOptions {
   /** The most writes one transaction holds; a full group is committed at once. */
   maxGroup: number;
   /** The error every write of a group gets when its transaction cannot begin or commit (a 503). */
   unavailable: (error: unknown) => unknown;
+  /**
+   * How long a write waits for a write lock another connection holds (the connection's busy timeout,
+   * restored after each try): the wait is between turns of the event loop, never inside SQLite.
+   */
+  lockWaitMs: number;
 }
 
 export interface GroupCommit {
@@ -28,11 +38,13 @@ export interface GroupCommit {
 /**
  * The write queue of one connection. A group waits at most one turn of the event loop: the first
  * write of a group schedules its commit with setImmediate, so the writes whose bodies were read in
- * the same turn (every connection that was ready) join it, and none waits for a timer.
+ * the same turn (every connection that was ready) join it, and none waits for a timer. While another
+ * connection holds the write lock, the queue tries again every LOCK_RETRY_MS, and each write still
+ * waiting `lockWaitMs` after it was queued gets `unavailable` (a 503); reads go on meanwhile.
  *
  * One write failing (a 409, 412 or 422 thrown by its work) rolls back to its savepoint only; the
  * others stay in the group. A failure of the transaction itself (BEGIN or COMMIT: disk full, I/O
- * error, a lock held past the busy timeout), or an error that makes SQLite roll the whole
+ * error), or an error that makes SQLite roll the whole
  * transaction back, fails every write of the group with `unavailable`: none was acknowledged.
  */
 export function createGroupCommit(sqlite: Database.Database, options: GroupCommitOptions): GroupCommit {
@@ -40,12 +52,19 @@ export function createGroupCommit(sqlite: Database.Database, options: GroupCommi
   let scheduled = false;
   /** Each write's own savepoint: better-sqlite3 nests a transaction function as SAVEPOINT/RELEASE. */
   const savepoint = sqlite.transaction((work: Work<unknown>) => work());
+  const noWait = sqlite.prepare('PRAGMA busy_timeout = 0');
+  const wait = sqlite.prepare(`PRAGMA busy_timeout = ${options.lockWaitMs}`);
 
-  function run(group: Pending[]): void {
+  /** Runs a group; returns the SQLITE_BUSY error, having run nothing, when another connection holds the write lock. */
+  function run(group: Pending[]): unknown {
     const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
+    let began = false;
+    // BEGIN IMMEDIATE tries the lock once: a busy timeout would block the event loop (reads included) while it waits.
+    noWait.run();
     try {
       sqlite
         .transaction(() => {
+          began = true;
           for (const { work } of group) {
             try {
               outcomes.push({ ok: true, value: savepoint(work) });
@@ -58,15 +77,19 @@ export function createGroupCommit(sqlite: Database.Database, options: GroupCommi
         })
         .immediate();
     } catch (error) {
+      if (!began && (error as { code?: string }).code === 'SQLITE_BUSY') return error;
       const failure = options.unavailable(error) ?? error;
       for (const pending of group) pending.reject(failure);
-      return;
+      return undefined;
+    } finally {
+      wait.run();
     }
     group.forEach((pending, i) => {
       const outcome = outcomes[i] as (typeof outcomes)[number];
       if (outcome.ok) pending.resolve(outcome.value);
       else pending.reject(outcome.error);
     });
+    return undefined;
   }
 
   function flush(): void {
@@ -74,14 +97,30 @@ export function createGroupCommit(sqlite: Database.Database, options: GroupCommi
     while (queue.length > 0) {
       const group = queue.length > options.maxGroup ? queue.splice(0, options.maxGroup) : queue;
       if (group === queue) queue = [];
-      run(group);
+      const busy = run(group);
+      if (busy === undefined) continue;
+      // Another connection holds the write lock: the writes wait for it between turns of the event loop,
+      // each until its deadline, in their order.
+      const now = Date.now();
+      const failure = options.unavailable(busy) ?? busy;
+      const waiting = [...group, ...queue];
+      queue = [];
+      for (const pending of waiting) {
+        if (pending.deadline > now) queue.push(pending);
+        else pending.reject(failure);
+      }
+      if (queue.length > 0 && !scheduled) {
+        scheduled = true;
+        setTimeout(flush, LOCK_RETRY_MS);
+      }
+      return;
     }
   }
 
   return {
     submit<T>(work: Work<T>): Promise<T> {
       return new Promise<T>((resolve, reject) => {
-        queue.push({ work, resolve: resolve as (value: unknown) => void, reject });
+        queue.push({ work, resolve: resolve as (value: unknown) => void, reject, deadline: Date.now() + options.lockWaitMs });
         if (queue.length >= options.maxGroup) flush();
         else if (!scheduled) {
           scheduled = true;

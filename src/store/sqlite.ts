@@ -3,7 +3,7 @@
 import type Database from 'better-sqlite3';
 import { and, asc, type Column, count, desc, eq, gt, inArray, lte, type SQL, sql } from 'drizzle-orm';
 import { integer, real, SQLiteSyncDialect, type SQLiteTable, sqliteTable } from 'drizzle-orm/sqlite-core';
-import type { Db } from '../db/client.js';
+import { BUSY_TIMEOUT_MS, type Db } from '../db/client.js';
 import { idempotencyKeys } from '../db/internal-schema.js';
 import { fts5Query, searchIndexName } from '../db/search.js';
 import { ApiError, atElement } from '../errors.js';
@@ -623,7 +623,7 @@ const MAX_GROUP = 128;
 
 /** The SQLite store over one open connection: a kind store per resource, one group commit for all writes. */
 export function createSqliteStore(sqlite: Database.Database, db: Db, resources: Resource[], now: () => number = Date.now): Store {
-  const group = createGroupCommit(sqlite, { maxGroup: MAX_GROUP, unavailable: unavailableFrom });
+  const group = createGroupCommit(sqlite, { maxGroup: MAX_GROUP, unavailable: unavailableFrom, lockWaitMs: BUSY_TIMEOUT_MS });
   const keys = createKeyStatements(sqlite, db, now);
   const kinds = new Map(resources.map((r) => [r, createKindStore(sqlite, db, group, keys, r)]));
   /** Inside a batch: the same connection (its reads see the batch's writes), writes run at once. */
