@@ -671,8 +671,8 @@ const TICKET_SCHEME = {
   description: `a ticket from GET /_changes/ticket, valid ${TICKET_TTL_MS / 1000} s: for an EventSource, which cannot send Authorization`,
 };
 
-/** The largest seq a client may send (`since`, Last-Event-ID): 15 decimal digits. */
-const MAX_SEQ = 999_999_999_999_999;
+/** The largest seq a client may send (`since`, Last-Event-ID): any a JSON number carries exactly. */
+const MAX_SEQ = Number.MAX_SAFE_INTEGER;
 
 /** The Server-Sent Events of GET /_changes, as a client reads them. */
 const EVENT_STREAM_FORMAT =

@@ -144,6 +144,7 @@ reading('a bad query, method or Accept is refused with a problem', async ({ serv
     'since=-1',
     'since=01',
     'since=1.0',
+    'since=9007199254740992',
     'limit=0',
     'limit=1001',
     'kinds=nope',
@@ -169,6 +170,10 @@ reading('a bad query, method or Accept is refused with a problem', async ({ serv
   const resume = await service.request('GET', '/_changes', { headers: { accept: 'text/event-stream', 'last-event-id': '01' } });
   assert.is(resume.status, 400, resume.text);
   assert.match(resume.body.detail, /^The Last-Event-ID header /);
+  // Any seq up to 2^53 - 1 is one: past the newest change, an empty page.
+  const far = await service.request('GET', '/_changes?since=9007199254740991');
+  assert.is(far.status, 200, far.text);
+  assert.equal(far.body, []);
   // A stream has no pages: a limit is refused, not ignored.
   const paged = await service.request('GET', '/_changes?limit=5', { headers: { accept: 'text/event-stream' } });
   assert.is(paged.status, 400, paged.text);

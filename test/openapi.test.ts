@@ -311,7 +311,7 @@ test('/_changes is documented as the change feed: its parameters, both media typ
     assert.ok(operation, method);
     const parameters = Object.fromEntries((operation.parameters as any[]).map(resolve).map((p) => [`${p.in} ${p.name}`, p]));
     assert.equal(Object.keys(parameters).sort(), ['header Last-Event-ID', 'query kinds', 'query limit', 'query since', 'query ticket']);
-    assert.equal(parameters['query since'].schema, { type: 'integer', minimum: 0, maximum: 999_999_999_999_999 });
+    assert.equal(parameters['query since'].schema, { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
     assert.equal(parameters['query limit'].schema, { type: 'integer', minimum: 1, maximum: 1000, default: 100 });
     assert.equal(parameters['query kinds'].schema.items.enum, recordedKinds(service));
     assert.is(parameters['query kinds'].explode, false);

@@ -40,8 +40,9 @@ const invalid = (path: string, message: string) =>
 
 /** A seq as a client sends it (`since`, or the Last-Event-ID header): a canonical whole number (`7`, not `07`). */
 function seqOf(text: string, name: 'since' | 'Last-Event-ID'): number {
-  if (/^(0|[1-9]\d{0,14})$/.test(text)) return Number(text);
-  const message = 'must be a change seq (a whole number, 0 or more, without leading zeros)';
+  // Any seq a JSON number carries exactly: one past the newest change is an empty page (or a quiet stream).
+  if (/^(0|[1-9]\d{0,15})$/.test(text) && Number.isSafeInteger(Number(text))) return Number(text);
+  const message = `must be a change seq (a whole number from 0 to ${Number.MAX_SAFE_INTEGER}, without leading zeros)`;
   if (name === 'since') throw invalid(name, message);
   throw new ApiError('badRequest', `The Last-Event-ID header ${message}.`, { errors: [{ path: name, message }] });
 }
