@@ -59,9 +59,9 @@ export function createGroupCommit(sqlite: Database.Database, options: GroupCommi
   function run(group: Pending[]): unknown {
     const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
     let began = false;
-    // BEGIN IMMEDIATE tries the lock once: a busy timeout would block the event loop (reads included) while it waits.
-    noWait.run();
     try {
+      // BEGIN IMMEDIATE tries the lock once: a busy timeout would block the event loop (reads included) while it waits.
+      noWait.run();
       sqlite
         .transaction(() => {
           began = true;
@@ -82,7 +82,7 @@ export function createGroupCommit(sqlite: Database.Database, options: GroupCommi
       for (const pending of group) pending.reject(failure);
       return undefined;
     } finally {
-      wait.run();
+      if (sqlite.open) wait.run(); // a closed connection (shutdown) has no timeout to restore: its writes got its error
     }
     group.forEach((pending, i) => {
       const outcome = outcomes[i] as (typeof outcomes)[number];
