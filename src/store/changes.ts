@@ -80,7 +80,12 @@ const toEntry = (row: { seq: number | string; kind: string; key: string | KeyVal
  * transaction. One writer at a time holds the database, so rowids are handed out in commit order,
  * across every connection and process, and a rolled-back write leaves no number behind.
  */
-export function sqliteChangeLog(sqlite: Database.Database, resources: Resource[]): ChangeLog {
+export function sqliteChangeLog(
+  sqlite: Database.Database,
+  resources: Resource[],
+  /** Runs a write (the group commit's queue): a purge never waits for the write lock inside SQLite. */
+  submit: <T>(work: () => T) => Promise<T>,
+): ChangeLog {
   installSqlite(sqlite, resources);
   const page = new Map<number, Database.Statement>();
   const pageOf = (kinds: number) => {
@@ -103,7 +108,7 @@ export function sqliteChangeLog(sqlite: Database.Database, resources: Resource[]
   return {
     after: (since, limit, kinds = []) => (pageOf(kinds.length).all(since, ...kinds, limit) as Parameters<typeof toEntry>[0][]).map(toEntry),
     bounds: () => bounds.get() as { floor: number; newest: number },
-    purge: (before, batch) => purge.immediate(before, batch),
+    purge: (before, batch) => submit(() => purge(before, batch)),
   };
 }
 

@@ -630,8 +630,9 @@ export function createSqliteStore(sqlite: Database.Database, db: Db, resources: 
   const inBatch: Transaction = { of: (resource) => (kinds.get(resource) as { direct: KindStore }).direct };
   return {
     of: (resource) => (kinds.get(resource) as { kind: KindStore }).kind,
-    changes: sqliteChangeLog(sqlite, resources),
-    purgeExpiredKeys: (batch) => keys.purgeExpired(batch),
+    // Purges are writes like any other: queued for the group commit, they wait for another connection's lock without blocking.
+    changes: sqliteChangeLog(sqlite, resources, group.submit),
+    purgeExpiredKeys: (batch) => group.submit(() => keys.purgeExpired(batch)),
     flush: group.flush,
     // One write of the group commit (its own savepoint): a batch that throws leaves the group's other writes alone.
     batch: (work, once) =>
