@@ -127,10 +127,13 @@ function kindOf(field: Field): 'integer' | 'number' | 'decimal' | 'boolean' | 's
   return undefined;
 }
 
+/** The filter operators of a field that is not text. */
+const NOT_TEXT_OPERATORS = OPERATORS.filter((op) => !TEXT_ONLY.includes(op));
+
 /** The filter operators a field takes: `contains` and `startsWith` only on text (timestamps too: `2026-11` is a useful prefix). */
 export function operatorsOf(field: Field): readonly Operator[] {
   const kind = kindOf(field);
-  return kind === 'string' || kind === 'timestamp' ? OPERATORS : OPERATORS.filter((op) => !TEXT_ONLY.includes(op));
+  return kind === 'string' || kind === 'timestamp' ? OPERATORS : NOT_TEXT_OPERATORS;
 }
 
 /** A date or date-time as a Date, or undefined when it is not ISO 8601 or names no instant (`2026-02-30` names none). */

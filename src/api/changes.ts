@@ -11,7 +11,7 @@ import { READ_METHODS, type Resource } from '../resources.js';
 import type { ChangeEntry, ChangeLog } from '../store/changes.js';
 import type { Store } from '../store/store.js';
 import type { Tickets } from '../tickets.js';
-import { type Change, type ChangeStreams, createChangeStreams, STREAM_HEADERS } from './change-stream.js';
+import { type Change, type ChangeStreams, createChangeStreams, STREAM_HEADERS, VARY_ACCEPT } from './change-stream.js';
 import type { Endpoint, Request, Response } from './compile.js';
 
 export const CHANGES_PATH = '/_changes';
@@ -23,14 +23,11 @@ export const POLL_MS = 100;
 const PARAMETERS = ['since', 'limit', 'kinds', 'ticket'];
 const EVENT_STREAM = 'text/event-stream';
 const CHARSET = 'charset=utf-8';
-/** Every answer of GET /_changes depends on Accept (JSON, an event stream, or 406): caches must key on it (RFC 9110 §12.5.5). */
-const VARY = { Vary: 'Accept' } as const;
 
 interface ChangesQuery {
   since?: number;
-  limit: number;
-  /** Whether the client sent `limit` (an event stream refuses it). */
-  limitGiven?: boolean;
+  /** As sent: a page holds DEFAULT_LIMIT without it; an event stream refuses it. */
+  limit?: number;
   kinds?: string[];
   ticket?: string;
 }
@@ -56,13 +53,12 @@ function parseQuery(query: QueryParameters, kinds: ReadonlyMap<string, Resource>
     if (typeof value !== 'string') throw invalid(name, 'is given more than once');
     values[name] = value;
   }
-  const parsed: ChangesQuery = { limit: DEFAULT_LIMIT };
+  const parsed: ChangesQuery = {};
   if (values.since !== undefined) parsed.since = seqOf(values.since, 'since');
   if (values.limit !== undefined) {
     if (!/^\d{1,4}$/.test(values.limit) || Number(values.limit) < 1 || Number(values.limit) > MAX_LIMIT)
       throw invalid('limit', `must be a whole number from 1 to ${MAX_LIMIT}`);
     parsed.limit = Number(values.limit);
-    parsed.limitGiven = true;
   }
   if (values.kinds !== undefined) {
     const names = values.kinds.split(',');
@@ -87,7 +83,7 @@ function wantsStream(req: Request): boolean {
   ]);
   if (type === undefined)
     throw new ApiError('notAcceptable', `/_changes answers application/json or ${EVENT_STREAM}; Accept rules out both.`, {
-      headers: VARY,
+      headers: VARY_ACCEPT,
     });
   return type.startsWith(EVENT_STREAM);
 }
@@ -152,19 +148,20 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
   );
 
   const page = async (res: Response, query: ChangesQuery) => {
+    const { limit = DEFAULT_LIMIT } = query;
     const since = query.since ?? (await log.bounds()).floor;
-    const entries = await log.after(since, query.limit + 1, query.kinds);
+    const entries = await log.after(since, limit + 1, query.kinds);
     // Read after the page: when the oldest kept change still follows `since`, the page missed nothing.
     const { floor } = await log.bounds();
     if (since < floor) throw gone(since, floor);
-    const shown = entries.slice(0, query.limit);
-    const headers: Record<string, string> = {};
+    const shown = entries.slice(0, limit);
+    const headers: Record<string, string> = { ...VARY_ACCEPT };
     const last = shown.at(-1);
-    if (entries.length > query.limit && last) {
+    if (entries.length > limit && last) {
       const kindsPart = query.kinds ? `&kinds=${query.kinds.map(encodeURIComponent).join(',')}` : '';
-      headers.Link = `<${CHANGES_PATH}?since=${last.seq}&limit=${query.limit}${kindsPart}>; rel="next"`;
+      headers.Link = `<${CHANGES_PATH}?since=${last.seq}&limit=${limit}${kindsPart}>; rel="next"`;
     }
-    sendJson(res, 200, await present(shown), { ...headers, ...VARY });
+    sendJson(res, 200, await present(shown), headers);
   };
 
   const stream = async (req: Request, res: Response, query: ChangesQuery) => {
@@ -200,7 +197,7 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
     }
     if (!wantsStream(req)) return page(res, query);
     // A stream has no pages: a limit would be ignored, so it is refused.
-    if (query.limitGiven) throw invalid('limit', 'applies to JSON pages only; an event stream sends every change');
+    if (query.limit !== undefined) throw invalid('limit', 'applies to JSON pages only; an event stream sends every change');
     return stream(req, res, query);
   };
 

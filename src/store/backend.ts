@@ -14,7 +14,7 @@ import type { Resource } from '../resources.js';
 import { pgSchemaAheadFrom, pgUnavailableFrom } from './pg-errors.js';
 import type * as PostgresStore from './postgres.js';
 import { createSqliteStore, schemaAheadFrom, unavailableFrom } from './sqlite.js';
-import { type MaybePromise, refusals, type Store } from './store.js';
+import { type MaybePromise, refusals, type Store, then } from './store.js';
 
 export interface Backend {
   store: Store;
@@ -46,8 +46,10 @@ function sqliteBackend(database: DatabaseHandle, { resources, config, migrations
     if (found && found.cause instanceof Error) writeFailure = found.cause.message;
     return found ?? schemaAheadFrom(error);
   };
-  /** Set once the database was found to hold every table and column of the schema (checked while it does not). */
-  let schemaFits = false;
+  const schemaAhead = schemaCheck(resources, () => {
+    const columnsOf = database.sqlite.prepare('SELECT name FROM pragma_table_xinfo(?)').pluck();
+    return resources.flatMap((r) => (columnsOf.all(r.name) as string[]).map((c) => `${r.name}.${c}`));
+  });
   const readKey = onFirstUse(() => readCursorKey(database.db, config.cursorSecret));
   try {
     // Read (on a new database: made and committed) now, never first inside a batch that may roll it back.
@@ -62,15 +64,7 @@ function sqliteBackend(database: DatabaseHandle, { resources, config, migrations
       if (!database.sqlite.open) return 'the database is closed';
       if (writeFailure && probeWrite(database) === undefined) writeFailure = undefined;
       if (writeFailure) return `writes are failing (${writeFailure}); reads still work`;
-      const { pending } = migrationStatus(database, migrationsFolder);
-      if (pending.length > 0) return `${pending.length} migration(s) pending: ${pending.join(', ')}`;
-      if (schemaFits) return undefined;
-      const columnsOf = database.sqlite.prepare('SELECT name FROM pragma_table_xinfo(?)').pluck();
-      const present = new Set(resources.flatMap((r) => (columnsOf.all(r.name) as string[]).map((c) => `${r.name}.${c}`)));
-      const missing = missingOf(resources, present);
-      if (missing) return schemaAheadOf(missing);
-      schemaFits = true;
-      return undefined;
+      return pendingOf(migrationStatus(database, migrationsFolder).pending) ?? schemaAhead();
     },
     cursorKey() {
       try {
@@ -106,23 +100,19 @@ function postgresBackend(
       key = read;
     });
   const store = createPostgresStore(handle, resources, toPgTables({ ...schema, ...internalSchema }));
-  let schemaFits = false;
+  const schemaAhead = schemaCheck(resources, async () => {
+    const { rows } = await handle.pool.query(
+      'SELECT table_name AS t, column_name AS c FROM information_schema.columns WHERE table_schema = current_schema()',
+    );
+    return rows.map((r: { t: string; c: string }) => `${r.t}.${r.c}`);
+  });
   return {
     store,
     isOpen: () => !handle.pool.ending,
     async notReady() {
       if (handle.pool.ended) return 'the database pool is closed';
       try {
-        const { pending } = await pgMigrationStatus(handle, migrationsFolder);
-        if (pending.length > 0) return `${pending.length} migration(s) pending: ${pending.join(', ')}`;
-        if (schemaFits) return undefined;
-        const { rows } = await handle.pool.query(
-          'SELECT table_name AS t, column_name AS c FROM information_schema.columns WHERE table_schema = current_schema()',
-        );
-        const missing = missingOf(resources, new Set(rows.map((r: { t: string; c: string }) => `${r.t}.${r.c}`)));
-        if (missing) return schemaAheadOf(missing);
-        schemaFits = true;
-        return undefined;
+        return pendingOf((await pgMigrationStatus(handle, migrationsFolder)).pending) ?? (await schemaAhead());
       } catch {
         // The driver's message names hosts and addresses: /readyz is open to anyone, so it says no more.
         return `the database cannot be reached (or no connection of the pool came free within PG_CONNECT_TIMEOUT_MS)`;
@@ -140,24 +130,33 @@ function postgresBackend(
   };
 }
 
-/**
- * The tables and columns of the schema that `present` (`table.column` names) lacks, as `table` or
- * `table.column` (a few named), or undefined when every one is there.
- */
-function missingOf(resources: readonly Resource[], present: Set<string>): string | undefined {
-  const missing: string[] = [];
-  for (const resource of resources) {
-    const absent = resource.fields.filter((f) => !present.has(`${resource.name}.${f.column.name}`));
-    if (absent.length === resource.fields.length) missing.push(resource.name);
-    else for (const field of absent) missing.push(`${resource.name}.${field.column.name}`);
-  }
-  if (missing.length === 0) return undefined;
-  return missing.slice(0, 5).join(', ') + (missing.length > 5 ? ` and ${missing.length - 5} more` : '');
-}
+/** /readyz's reason while migrations are pending, else undefined. */
+const pendingOf = (pending: string[]) => (pending.length > 0 ? `${pending.length} migration(s) pending: ${pending.join(', ')}` : undefined);
 
-/** /readyz's reason when the schema declares what the database lacks (`missing`, from missingOf). */
-const schemaAheadOf = (missing: string) =>
-  `the schema declares what no applied migration made (${missing}): run npm run db:generate, then npm run migrate`;
+/**
+ * /readyz's check that the database holds every table and column of the schema, over a reader of the
+ * database's `table.column` names: the reason when it does not (a few named), else undefined. Once
+ * everything was there, the database is not read again.
+ */
+function schemaCheck(resources: readonly Resource[], columns: () => MaybePromise<string[]>): () => MaybePromise<string | undefined> {
+  let fits = false;
+  return () => {
+    if (fits) return undefined;
+    return then(columns(), (names) => {
+      const present = new Set(names);
+      const missing: string[] = [];
+      for (const resource of resources) {
+        const absent = resource.fields.filter((f) => !present.has(`${resource.name}.${f.column.name}`));
+        if (absent.length === resource.fields.length) missing.push(resource.name);
+        else for (const field of absent) missing.push(`${resource.name}.${field.column.name}`);
+      }
+      fits = missing.length === 0;
+      if (fits) return undefined;
+      const named = missing.slice(0, 5).join(', ') + (missing.length > 5 ? ` and ${missing.length - 5} more` : '');
+      return `the schema declares what no applied migration made (${named}): run npm run db:generate, then npm run migrate`;
+    });
+  };
+}
 
 export function createBackend(database: DatabaseHandle | PostgresHandle, options: BackendOptions): Backend {
   return isPostgres(database) ? postgresBackend(database, options) : sqliteBackend(database, options);
