@@ -28,8 +28,8 @@ export interface ParsedUrl {
 
 const QUERY_ERROR = Symbol('query string error');
 
-/** Characters a URI may not hold (RFC 3986) that a request target can still carry raw. */
-const NOT_URI = /[^A-Za-z0-9\-._~!$&'()*+,;=:@/?%[\]]/g;
+/** Characters a URI's query may not hold (RFC 3986 §3.4; `[` and `]` only delimit an IP literal host) that a request target can still carry raw. */
+const NOT_URI = /[^A-Za-z0-9\-._~!$&'()*+,;=:@/?%]/g;
 
 /**
  * Decodes one name or value as application/x-www-form-urlencoded does (`+` is a space), or

@@ -110,8 +110,13 @@ function bad(path: string, message: string): ApiError {
   return new ApiError('badRequest', `Query parameter "${named}" ${message}.`, { errors: [{ path: named, message }] });
 }
 
-/** An ISO 8601 date or date-time with a 4-digit year (what `new Date` reads the same everywhere). */
-const ISO_8601 = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})?)?$/;
+/**
+ * An ISO 8601 date or date-time with a 4-digit year: the date, the time, digits of a second below the
+ * millisecond (which no stored value has), and the offset.
+ */
+const ISO_8601 = /^(\d{4}-\d{2}-\d{2})(?:(T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,3})?)?)(\d*)(Z|[+-]\d{2}:\d{2})?)?$/;
+/** What an instant is written as when it is not one, or not one a stored value can equal or be compared with exactly. */
+const INSTANT = 'an ISO 8601 date or date-time between 0000-01-01 and 9999-12-31 UTC, to the millisecond';
 
 /**
  * Scalar kinds a field can be filtered and sorted by; others (json, blobs) cannot. A server-managed
@@ -136,12 +141,20 @@ export function operatorsOf(field: Field): readonly Operator[] {
   return kind === 'string' || kind === 'timestamp' ? OPERATORS : NOT_TEXT_OPERATORS;
 }
 
-/** A date or date-time as a Date, or undefined when it is not ISO 8601 or names no instant (`2026-02-30` names none). */
+/**
+ * A date or date-time as a Date, or undefined when it is not ISO 8601, names no instant (`2026-02-30`
+ * names none), lies outside years 0000-9999 in UTC, or is finer than a millisecond. A date-time
+ * without an offset is UTC, as a date is: the same URL names the same instant on every server.
+ */
 function toInstant(raw: string): Date | undefined {
-  const value = ISO_8601.test(raw) ? new Date(raw) : undefined;
-  if (!value || Number.isNaN(value.getTime())) return undefined;
+  const parts = ISO_8601.exec(raw);
+  if (!parts) return undefined;
+  const [, day = '', time, finer = '', offset] = parts;
+  if (finer !== '' && (!time?.includes('.') || /[^0]/.test(finer))) return undefined;
+  const value = new Date(time === undefined ? day : `${day}${time}${offset ?? 'Z'}`);
+  const year = value.getUTCFullYear();
+  if (Number.isNaN(value.getTime()) || year < 0 || year > 9999) return undefined;
   // Date rolls a day past the month's end over into the next month; the calendar date must be as written.
-  const day = raw.slice(0, 10);
   return new Date(`${day}T00:00:00Z`).toISOString().startsWith(day) ? value : undefined;
 }
 
@@ -168,13 +181,13 @@ export function toFieldValue(field: Field, raw: string, path: string): unknown {
       return raw === 'true';
     case 'date': {
       const value = toInstant(raw);
-      if (!value) throw fail('an ISO 8601 date');
+      if (!value) throw fail(INSTANT);
       return value;
     }
     case 'timestamp': {
       // Compared as stored: the same instant in UTC with milliseconds, whatever offset the client wrote.
       const value = toInstant(raw);
-      if (!value) throw fail('an ISO 8601 date-time (years 0000-9999)');
+      if (!value) throw fail(INSTANT);
       return value.toISOString();
     }
     case 'string': {

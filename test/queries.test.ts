@@ -120,8 +120,8 @@ strings('refuses more parameters or bytes than its limits, saying the limit', ()
   assert.is(parseQueryString(`cursor=${'c'.repeat(500)}&a=${'x'.repeat(QUERY_STRING_LIMITS.maxBytes - 2)}`).cursor?.length, 500);
 });
 
-strings('withParameter keeps the bytes sent, replaces the parameter, and encodes only what a URI may not hold', () => {
-  assert.is(withParameter('?name[in]=a%2Cb&x=Rex+Jr&cursor=old&%63ursor=older', 'cursor', 'new'), 'name[in]=a%2Cb&x=Rex+Jr&cursor=new');
+strings('withParameter keeps the bytes sent, replaces the parameter, and encodes only what a URI query may not hold', () => {
+  assert.is(withParameter('?name[in]=a%2Cb&x=Rex+Jr&cursor=old&%63ursor=older', 'cursor', 'new'), 'name%5Bin%5D=a%2Cb&x=Rex+Jr&cursor=new');
   assert.is(withParameter('', 'cursor', 'c'), 'cursor=c');
   assert.is(withParameter('?a=(x)\'!~*&&b=<">{|}^`\\', 'cursor', 'c'), "a=(x)'!~*&b=%3C%22%3E%7B%7C%7D%5E%60%5C&cursor=c");
 });
@@ -174,7 +174,22 @@ http('timestamps are compared as instants: any offset, checked, and echoed short
   assert.is(await count(`createdAt[gte]=${encodeURIComponent(plusOne)}`), await count(`createdAt[gte]=${utc}`));
   assert.is(await count(`createdAt=${utc}`), pets.filter((p) => p.createdAt === utc).length);
   assert.is(await count(`createdAt[startsWith]=${utc.slice(0, 4)}`), pets.length);
-  for (const value of ['banana', '1', '%2B010000-01-01T00:00:00Z', '2026-13-45T00:00:00Z']) {
+  // A date-time without an offset is UTC, as a date is, whatever the server's time zone.
+  assert.is(await count(`createdAt=${utc.slice(0, -1)}`), await count(`createdAt=${utc}`));
+  assert.is(await count(`createdAt[lt]=${utc.slice(0, 10)}`), await count(`createdAt[lt]=${utc.slice(0, 10)}T00:00`));
+  // Digits below the millisecond are zeros or refused: no stored value has them, and cutting them off changes the answer.
+  assert.is(await count(`createdAt=${utc.replace('Z', '000Z')}`), await count(`createdAt=${utc}`));
+  for (const value of [
+    'banana',
+    '1',
+    '%2B010000-01-01T00:00:00Z',
+    '2026-13-45T00:00:00Z',
+    utc.replace('Z', '1Z'),
+    `${utc.slice(0, 19)}.0001Z`,
+    '9999-12-31T23:59:59-01:00',
+    '0000-01-01T00:00:00%2B01:00',
+    '2026-11-26T10:005',
+  ]) {
     const reply = await service.request('GET', `/pets?createdAt[gt]=${value}`);
     assert.is(reply.status, 400, value);
     assert.equal(paths(reply), ['createdAt[gt]']);
@@ -232,6 +247,22 @@ http('empty names are parameters (refused); empty pairs are nothing', async ({ s
   const limited = await service.request('GET', '/pets?&&limit=2&&');
   assert.is(limited.body.length, 2);
   assert.ok(nextOf(limited)?.includes('limit=2&cursor='));
+});
+
+http('contains and startsWith compare every character, a NUL included', async ({ service }) => {
+  const nul = (await service.request('POST', '/pets', { body: { name: 'Nul\u0000Byte', species: 'cat' } })).body;
+  for (const query of ['name[startsWith]=Nul%00B', 'name[contains]=l%00B', 'name[startsWith]=Nul%00Byte']) {
+    const reply = await service.request('GET', `/pets?${query}`);
+    assert.is(reply.status, 200, query);
+    assert.equal(
+      reply.body.map((p: Row) => p.id),
+      [nul.id],
+      query,
+    );
+  }
+  const longer = await service.request('GET', '/pets?name[startsWith]=Nul%00Bytes');
+  assert.equal(longer.body, []);
+  assert.is((await service.request('DELETE', `/pets/${nul.id}`)).status, 204);
 });
 
 http('+ is a space, %2B a plus, and percent-encoded UTF-8 names and values are decoded', async ({ service, pets }) => {
@@ -558,7 +589,7 @@ links(
   'the longest query allowed, sorted by long text, yields Links that fetch reads, through the whole collection',
   async ({ service, names }) => {
     // Characters a re-serialising client or server would percent-encode (tripling them) are kept as sent.
-    const head = '/users?sort=name&limit=4&name[ne]=';
+    const head = '/users?sort=name&limit=4&name%5Bne%5D=';
     const pad = '()!~*'.repeat(QUERY_STRING_LIMITS.maxBytes).slice(0, QUERY_STRING_LIMITS.maxBytes - (head.length - '/users?'.length));
     const path = head + pad;
     assert.is(path.length - '/users?'.length, QUERY_STRING_LIMITS.maxBytes);
@@ -576,7 +607,7 @@ links(
 );
 
 links('characters a Link must percent-encode count three times, so the Link of the longest query stays small', async ({ service }) => {
-  const head = '/users?sort=name&limit=4&name[ne]=';
+  const head = '/users?sort=name&limit=4&name%5Bne%5D=';
   // `|` is sent raw by fetch but takes 3 bytes in the Link (%7C): the limit counts it as 3.
   const fits = Math.floor((QUERY_STRING_LIMITS.maxBytes - (head.length - '/users?'.length)) / 3);
   const first = await service.request('GET', head + '|'.repeat(fits));

@@ -79,15 +79,19 @@ export class DatabaseOpenError extends Error {
 
 /**
  * Tries a tiny committed write (rewriting the header's user_version), to learn whether the file
- * takes writes again after a full disk or a read-only mount. Returns why not, or undefined.
+ * takes writes again after a full disk or a read-only mount. Returns why not, or undefined. It tries
+ * the write lock once: while another connection holds it, the answer is "locked", not a blocked event loop.
  */
 export function probeWrite({ sqlite }: DatabaseHandle): string | undefined {
   try {
+    sqlite.pragma('busy_timeout = 0');
     const version = sqlite.pragma('user_version', { simple: true }) as number;
     sqlite.pragma(`user_version = ${version}`);
     return undefined;
   } catch (error) {
     return (error as Error).message;
+  } finally {
+    if (sqlite.open) sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   }
 }
 

@@ -61,6 +61,7 @@ function listDialect(columnOf: (field: Field) => PgColumn): ListDialect {
     column: columnOf,
     text: (field) => (isText(field) ? sql`${columnOf(field)}` : sql`cast(${columnOf(field)} as text)`),
     contains: (text, p) => sql`strpos(${text}, ${p}) > 0`,
+    startsWith: (text, p) => sql`left(${text}, length(${p})) = ${p}`,
     // An array bound once (its element type is the column's): one statement for any number of values.
     among: (column, p) => sql`${column} = ANY(${p})`,
     amongValue: (values) => values,

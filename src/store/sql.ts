@@ -70,6 +70,8 @@ export interface ListDialect {
   text(field: Field): SQL;
   /** `text` holds `p` literally (no pattern characters). */
   contains(text: SQL, p: Placeholder): SQL;
+  /** `text` begins with `p` literally. */
+  startsWith(text: SQL, p: Placeholder): SQL;
   /** The column as it is compared and sorted (a text column in binary order). */
   ordered(field: Field): SQL;
   /** ORDER BY terms for one key. */
@@ -163,7 +165,7 @@ function conditionOf(d: ListDialect, { field, op, value }: Filter, params: Place
     case 'contains':
       return d.contains(d.text(field), p);
     case 'startsWith':
-      return sql`substr(${d.text(field)}, 1, length(${p})) = ${p}`;
+      return d.startsWith(d.text(field), p);
     case 'null':
       return value ? isNull(column) : isNotNull(column);
   }

@@ -117,6 +117,8 @@ const SQLITE_LIST: ListDialect = {
   column: (field) => field.column,
   text: (field) => sql`${field.column}`,
   contains: (text, p) => sql`instr(${text}, ${p}) > 0`,
+  // Compared as bytes: length() of a text stops at its first NUL, a BLOB's does not (a UTF-8 prefix is a prefix of characters).
+  startsWith: (text, p) => sql`substr(CAST(${text} AS BLOB), 1, length(CAST(${p} AS BLOB))) = CAST(${p} AS BLOB)`,
   ordered: (field) => sql`${field.column}`,
   orderBy: ({ field, descending }) => (descending ? desc(field.column) : asc(field.column)),
   // A JSON array bound once: the same prepared statement for any number of values.
