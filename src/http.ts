@@ -7,10 +7,20 @@ import getRawBody from 'raw-body';
 import { etagOf } from './conditional.js';
 import { ApiError, type ProblemResponse } from './errors.js';
 import { bodyBudgetOf, overBudget } from './load.js';
+import { lingerAfterResponse } from './server.js';
 import { checkJsonDocument, checkJsonText, MAX_JSON_DEPTH } from './validation.js';
 
 /** Stops raw-body (it gives up on a stream error) when the bodies in flight hold the whole budget. */
 const OVER_BUDGET = new Error('the bodies in flight hold the whole budget');
+
+/**
+ * The 413 of a body refused before it was read whole: the connection closes after it (the rest is
+ * not read), lingering so that a client still uploading sees the answer rather than a reset.
+ */
+function unreadTooLarge(req: IncomingMessage, bound: number): ApiError {
+  lingerAfterResponse(req.socket);
+  return new ApiError('payloadTooLarge', `The request body is larger than ${bound} bytes.`, { headers: { Connection: 'close' } });
+}
 
 /** Decodes bodies; `fatal` refuses bytes that are not UTF-8 instead of turning them into U+FFFD. */
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
@@ -30,11 +40,7 @@ async function readText(req: IncomingMessage, limit: number): Promise<string> {
   } catch (error) {
     if (error === OVER_BUDGET) throw overBudget();
     const type = (error as { type?: string }).type;
-    if (type === 'entity.too.large') {
-      throw new ApiError('payloadTooLarge', `The request body is larger than ${limit} bytes.`, {
-        headers: { Connection: 'close' },
-      });
-    }
+    if (type === 'entity.too.large') throw unreadTooLarge(req, limit);
     if (type === 'request.aborted') throw new ApiError('badRequest', 'The request body was cut off.', { cause: error });
     throw new ApiError('badRequest', 'The request body could not be read.', { cause: error });
   } finally {
@@ -94,10 +100,8 @@ export async function readJson(
       headers: { 'Accept-Encoding': 'identity' },
     });
   }
-  const tooLarge = (bound: number) =>
-    new ApiError('payloadTooLarge', `The request body is larger than ${bound} bytes.`, { headers: { Connection: 'close' } });
   const most = Math.max(limit, arrayLimit);
-  if (Number(req.headers['content-length']) > most) throw tooLarge(most);
+  if (Number(req.headers['content-length']) > most) throw unreadTooLarge(req, most);
   const text = await readText(req, most);
   // The body was read whole: a keep-alive connection is fine after this refusal.
   const readButTooLarge = () =>

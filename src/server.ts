@@ -1,6 +1,7 @@
 // The node:http server around the app: timeouts that bound slow clients, and requests Node itself
 // would answer or drop (malformed, timed out, CONNECT) given a problem body, a request id and a log line.
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
@@ -14,19 +15,37 @@ const LINGER_MS = 1000;
 type RefusalLog = Pick<Logger, 'warn'> | undefined;
 
 /**
- * Writes a problem answer on a raw socket and closes it for good: a client that reads it closes
- * its side and the socket ends; one that keeps its side open is destroyed after LINGER_MS, so it
- * cannot hold the file descriptor. (Destroying at once would reset the connection while the
- * client's unread bytes are pending, and the client might never see the answer.) A socket whose
- * current response has started is only destroyed: bytes written now would corrupt that response.
+ * Lets a socket whose side the server has ended close in stages (RFC 9112 §9.6): what the client
+ * still sends is read and dropped until it closes its side, or for LINGER_MS, and only then is the
+ * socket destroyed. Destroying at once would reset the connection while the client's unread bytes
+ * are pending, and the client might never see the answer it was sent.
+ */
+function linger(socket: Duplex): void {
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref();
+  socket.once('close', () => clearTimeout(timer));
+}
+
+/**
+ * Makes the close that follows the current response (`Connection: close`) a lingering one: for an
+ * answer sent before the request's body was read (a 413), whose client is still uploading.
+ */
+export function lingerAfterResponse(socket: Socket): void {
+  socket.destroySoon = function lingeringClose(this: Socket) {
+    this.end();
+    linger(this);
+  };
+}
+
+/**
+ * Writes a problem answer on a raw socket and closes it for good, lingering (see linger). A socket
+ * whose current response has started is only destroyed: bytes written now would corrupt that response.
  */
 function refuse(log: RefusalLog, socket: Duplex, [status, title, detail, headerLines = '']: Refusal, givenId?: unknown): void {
   const current = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
   if (!socket.writable || current?.headersSent) return void socket.destroy();
   const requestId = requestIdOf(givenId);
   const body = JSON.stringify({ type: 'about:blank', title, status, detail, instance: '' });
-  const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref();
-  socket.once('close', () => clearTimeout(timer));
+  linger(socket);
   socket.end(
     `HTTP/1.1 ${status} ${title}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
       `Connection: close\r\nX-Request-Id: ${requestId}\r\n${headerLines}${SECURITY_HEADER_LINES}\r\n${body}`,
