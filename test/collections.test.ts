@@ -267,6 +267,17 @@ drift('a table the schema declares and the database lacks: its paths are a 503 s
     const ready = await fresh.request('GET', '/readyz');
     assert.is(ready.status, 503, ready.text);
     assert.match(ready.text, /orders\.quantity/);
+    // Every request that reaches the missing column says so too, whatever SQLite's wording (an INSERT names it otherwise).
+    for (const [method, path, body] of [
+      ['GET', '/orders', undefined],
+      ['POST', '/orders', { userId: 1, petId: 1 }],
+      ['POST', '/orders', [{ userId: 1, petId: 1 }]],
+      ['POST', '/_batch', { operations: [{ method: 'POST', path: '/orders', body: { userId: 1, petId: 1 } }] }],
+    ] as const) {
+      const reply = await fresh.request(method, path, { body });
+      assert.is(reply.status, 503, `${method} ${path}: ${reply.text}`);
+      assert.match(reply.body.detail, /no migration applied/);
+    }
   } finally {
     await fresh.close();
   }

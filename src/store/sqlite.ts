@@ -87,7 +87,8 @@ export function unavailableFrom(error: unknown): ApiError | undefined {
 /** The 503 for a statement over a table or column the schema declares and the database lacks, or undefined. */
 export function schemaAheadFrom(error: unknown): ApiError | undefined {
   const sqliteError = sqliteErrorOf(error);
-  const ahead = sqliteError?.code === 'SQLITE_ERROR' && /^no such (table|column): /.test(sqliteError.message);
+  // A read names what is missing one way, an INSERT another ("table pets has no column named nickname").
+  const ahead = sqliteError?.code === 'SQLITE_ERROR' && /^(no such (table|column): |table .+ has no column named )/.test(sqliteError.message);
   return ahead ? refusals.schemaAhead(error) : undefined;
 }
 
