@@ -461,6 +461,32 @@ rollback('validation (422) and a reference to a missing element (422)', async ({
   assert.equal(await totals(service), before);
 });
 
+rollback('a write naming two missing parents names both, alone, in a bulk, in a PATCH and in a batch', async ({ service }) => {
+  const owner = await created(service, '/users', newUser());
+  const pet = await created(service, `/users/${owner}/pets`, { name: 'Rex', species: 'dog' });
+  const both = { userId: 999998, petId: 999999 };
+  const paths = (reply: Reply) => reply.body.errors?.map((e: { path: string }) => e.path);
+  const alone422 = await alone(service, 'POST', '/orders', { body: both });
+  assert.is(alone422.status, 422);
+  assert.equal(paths(alone422), ['userId', 'petId']);
+  const bulk = await alone(service, 'POST', '/orders', { body: [{ userId: owner, petId: pet }, both] });
+  assert.is(bulk.status, 422);
+  assert.equal(paths(bulk), ['1/userId', '1/petId']);
+  const order = await created(service, '/orders', { userId: owner, petId: pet });
+  const patch = await alone(service, 'PATCH', `/orders/${order}`, { body: both });
+  assert.equal(paths(patch), ['userId', 'petId']);
+  // Only the parent that is missing inside the batch is named: the user it created first is there.
+  const failed = await batch(service, [
+    { method: 'POST', path: '/users', body: newUser(), label: 'u' },
+    { method: 'POST', path: '/orders', body: { userId: { $ref: 'u' }, petId: 999999 } },
+  ]);
+  assert.is(failed.status, 422);
+  assert.is(failed.body.operation, 1);
+  assert.equal(paths(failed), ['petId']);
+  const twice = await batch(service, [{ method: 'POST', path: '/orders', body: both }]);
+  assert.equal(paths(twice), ['userId', 'petId']);
+});
+
 rollback('If-Match that does not match (412): its problem with `operation`', async ({ service }) => {
   const user = await created(service, '/users', newUser('Kept'));
   const original = await alone(service, 'GET', `/users/${user}`);

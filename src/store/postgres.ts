@@ -106,6 +106,18 @@ function isPlain(query: ListQuery, resource: Resource): boolean {
   );
 }
 
+/** The rows whose writes PostgreSQL refused for a foreign key, by its error, and their index in a bulk create. */
+const refusedRows = new WeakMap<Error, { row: Row; index?: number }>();
+
+/** The refused row behind a write's failure, found along its causes (a bulk's failure wraps the element's). */
+function refusedRowOf(error: unknown): { row: Row; index?: number; error: Error } | undefined {
+  for (let e = error; e instanceof Error; e = e.cause) {
+    const refused = refusedRows.get(e);
+    if (refused) return { ...refused, error: e };
+  }
+  return undefined;
+}
+
 /** Runs a statement, rows as arrays. */
 async function rowsOf(on: Queryable, statement: Named, values: Record<string, unknown>): Promise<unknown[][]> {
   const result = await on.query({ name: statement.name, text: statement.text, values: statement.args(values), rowMode: 'array' });
@@ -298,6 +310,21 @@ function createKindStore(
     return columnOf(field).mapFromDriverValue((result.rows[0] as unknown[])[0]);
   };
 
+  /**
+   * After PostgreSQL refused a foreign key (it names the first one only): a statement per foreign key
+   * that asks whether its parent exists, built on first use. A key to the kind itself is left out: a
+   * parent created earlier in the same refused bulk is gone by the time it is asked.
+   */
+  const parentChecks = onFirstUse(() =>
+    resource.foreignKeys.map(({ field, parent }) => {
+      const column = columnOf(resource.fields.find((f) => f.key === field) as Field);
+      const query = new PgDialect().sqlToQuery(
+        sql`select 1 from ${sql.identifier(parent.name)} where ${sql.identifier((parent.key[0] as Field).column.name)} = ${sql.placeholder('value')}`,
+      );
+      return { field, column, text: parent === resource ? undefined : query.sql };
+    }),
+  );
+
   /** `expand`'s statements, built on first use: rows by a list of keys, and children by a list of parents. */
   const byParents = new Map<string, Statement>();
   const among = (column: PgColumn) => dialect.among(column, sql.placeholder('values'));
@@ -345,18 +372,53 @@ function createKindStore(
       rowsOf(on, statement, idParams(id)).then((rows) => (rows[0] ? toRow(rows[0]) : undefined));
 
     const toApiError = (action: 'write' | 'remove', error: unknown) => writeError(resource, action, error);
+    /**
+     * A write's failure as the client's error; a refused foreign key names every field of the row that
+     * names no parent, as SQLite's does. Asked once the write is rolled back (to the batch's savepoint,
+     * whose earlier writes it sees, or wholly: the database as the write found it).
+     */
+    const refusal = async (action: 'write' | 'remove', error: unknown): Promise<unknown> => {
+      const mapped = toApiError(action, error);
+      const refused = action === 'write' ? refusedRowOf(error) : undefined;
+      if (!refused || resource.foreignKeys.length < 2) return mapped;
+      const named = (toApiError(action, refused.error) as ApiError).errors?.map((e) => e.path) ?? [];
+      try {
+        const missing: string[] = [];
+        for (const { field, column, text } of parentChecks()) {
+          const value = refused.row[field];
+          if (named.includes(field)) missing.push(field);
+          else if (text && value !== null && value !== undefined) {
+            const { rows } = await (inBatch ?? pool).query({ text, values: [column.mapToDriverValue(value)] });
+            if (rows.length === 0) missing.push(field);
+          }
+        }
+        const complete = refusals.missingParent(resource, missing, refused.error);
+        return refused.index === undefined ? complete : atElement(refused.index, complete);
+      } catch {
+        return mapped; // the first one named is still true
+      }
+    };
     const write = async <T>(action: 'write' | 'remove', work: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
       try {
         return await writing(work, true);
       } catch (error) {
-        throw toApiError(action, error);
+        throw await refusal(action, error);
+      }
+    };
+    /** Runs a write statement of `row`, which is remembered when PostgreSQL refuses one of its foreign keys. */
+    const writeOf = async <T>(row: Row, statement: Promise<T>): Promise<T> => {
+      try {
+        return await statement;
+      } catch (error) {
+        if ((error as PgError).code === '23503') refusedRows.set(error as Error, { row });
+        throw error;
       }
     };
     /** Inserts a stamped row (one statement: atomic on its own) and answers with the created row. */
     const insert = async (on: Queryable, row: Row, now?: Date) => {
       const full = rules.forCreate(row, now);
       const { inserted, statement } = insertFor(full);
-      const [created] = await rowsOf(on, statement, valuesOf(inserted, full, columnOf));
+      const [created] = await writeOf(full, rowsOf(on, statement, valuesOf(inserted, full, columnOf)));
       return toRow(created as unknown[]);
     };
     /** Inserts rows one statement each; a refusal names its element. */
@@ -366,6 +428,8 @@ function createKindStore(
         try {
           created.push(await insert(client, rows[i] as Row, now));
         } catch (error) {
+          const refused = refusedRows.get(error as Error);
+          if (refused) refused.index = i;
           throw atElement(i, toApiError('write', error));
         }
       }
@@ -497,7 +561,7 @@ function createKindStore(
           try {
             return { response: respond(await writing((client) => insert(client, input), false)), replayed: false };
           } catch (error) {
-            throw toApiError('write', error);
+            throw await refusal('write', error);
           }
         }
         return write('write', async (client) => {
@@ -521,7 +585,10 @@ function createKindStore(
           }
           const next = rules.forUpdate(changed, (field) => defaults.get(field.key));
           if (!updateById) return locked;
-          const [updated] = await rowsOf(client, updateById, { ...valuesOf(rules.updated, next, columnOf), ...idParams(id) });
+          const [updated] = await writeOf(
+            next,
+            rowsOf(client, updateById, { ...valuesOf(rules.updated, next, columnOf), ...idParams(id) }),
+          );
           return toRow(updated as unknown[]);
         }),
       remove: (id, check) =>
