@@ -69,7 +69,7 @@ export const MAX_REPORTED_ERRORS = 50;
 
 /** What a problem's detail adds when only `listed` of `total` field errors are listed ('' when all are). */
 export function unlistedErrors(listed: number, total: number): string {
-  return total > listed ? ` The first ${listed} of ${total} errors are listed, and ${total - listed} more.` : '';
+  return total > listed ? ` The first ${listed} of ${total} errors are listed; ${total - listed} more are not.` : '';
 }
 
 /**
