@@ -141,7 +141,10 @@ amplification('errors about the fields come before the unknown keys, wrong-typed
     reply.body.errors.slice(0, 3).map((e: { path: string }) => e.path),
     ['name', 'email', 'unknown0'],
   );
-  assert.ok(reply.body.detail.endsWith(`The first ${MAX_REPORTED_ERRORS} of 1502 errors are listed; 1452 more are not.`), reply.body.detail);
+  assert.ok(
+    reply.body.detail.endsWith(`The first ${MAX_REPORTED_ERRORS} of 1502 errors are listed; 1452 more are not.`),
+    reply.body.detail,
+  );
   assert.equal(await state(ctx), before);
 });
 

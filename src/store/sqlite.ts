@@ -88,7 +88,8 @@ export function unavailableFrom(error: unknown): ApiError | undefined {
 export function schemaAheadFrom(error: unknown): ApiError | undefined {
   const sqliteError = sqliteErrorOf(error);
   // A read names what is missing one way, an INSERT another ("table pets has no column named nickname").
-  const ahead = sqliteError?.code === 'SQLITE_ERROR' && /^(no such (table|column): |table .+ has no column named )/.test(sqliteError.message);
+  const ahead =
+    sqliteError?.code === 'SQLITE_ERROR' && /^(no such (table|column): |table .+ has no column named )/.test(sqliteError.message);
   return ahead ? refusals.schemaAhead(error) : undefined;
 }
 
