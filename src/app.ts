@@ -34,6 +34,8 @@ export interface AppOptions {
   logger: Logger;
   /** The schema module to serve; the shipped pet shop by default. */
   schema?: Record<string, unknown>;
+  /** The registry of `schema`, when the caller built it already (main does, before migrating). */
+  registry?: Registry;
   /** Where this code's migrations for the database's engine live (for /readyz); the committed folder by default. */
   migrationsFolder?: string;
 }
@@ -77,8 +79,14 @@ function serviceEndpoint(
 }
 
 /** Builds the HTTP application for one open, migrated database. */
-export function createApp({ database, config, logger, schema = defaultSchema, migrationsFolder }: AppOptions): App {
-  const registry = createRegistry(schema);
+export function createApp({
+  database,
+  config,
+  logger,
+  schema = defaultSchema,
+  registry = createRegistry(schema),
+  migrationsFolder,
+}: AppOptions): App {
   let shuttingDown = false;
   const backend = createBackend(database, { schema, resources: registry.resources, config, migrationsFolder });
   const { store } = backend;

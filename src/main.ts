@@ -10,9 +10,10 @@ import { closeDatabase, type DatabaseHandle, DatabaseOpenError, openDatabase } f
 import { applyMigrations, MigrationError } from './db/migrate.js';
 import { applyPgMigrations } from './db/pg-migrate.js';
 import { closePostgres, isPostgres, openPostgres, type PostgresHandle } from './db/postgres.js';
+import * as schema from './db/schema.js';
 import { startRateLimitPrimary } from './load.js';
 import { createLogger } from './logger.js';
-import { RegistryError } from './resources.js';
+import { createRegistry, RegistryError } from './resources.js';
 import { createHttpServer } from './server.js';
 import { loadPostgresStore } from './store/backend.js';
 
@@ -67,10 +68,13 @@ async function serve(config: Config, logger: Logger): Promise<void> {
   await lookup(config.host).catch((error: NodeJS.ErrnoException) => {
     throw new ListenError(`cannot listen on ${config.host}:${config.port}: ${error.code ?? error.message} (HOST names no address)`);
   });
+  // A schema the service cannot serve (colliding routes, a table named like a service path) is refused
+  // before any database is migrated or backed up for it.
+  const registry = createRegistry(schema);
   const database = await migrate(config, logger);
   let app: ReturnType<typeof createApp>;
   try {
-    app = createApp({ database, config, logger });
+    app = createApp({ database, config, logger, schema, registry });
   } catch (error) {
     await close(database);
     throw error;

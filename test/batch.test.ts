@@ -465,7 +465,7 @@ rollback('a write naming two missing parents names both, alone, in a bulk, in a 
   const owner = await created(service, '/users', newUser());
   const pet = await created(service, `/users/${owner}/pets`, { name: 'Rex', species: 'dog' });
   const both = { userId: 999998, petId: 999999 };
-  const paths = (reply: Reply) => reply.body.errors?.map((e: { path: string }) => e.path);
+  const paths = (reply: { body: any }) => reply.body.errors?.map((e: { path: string }) => e.path);
   const alone422 = await alone(service, 'POST', '/orders', { body: both });
   assert.is(alone422.status, 422);
   assert.equal(paths(alone422), ['userId', 'petId']);

@@ -394,13 +394,27 @@ export async function spawnService(env: Record<string, string>): Promise<Process
   return { child, url, output: () => output, exited, stop };
 }
 
+/**
+ * A copy of the pet-shop install whose schema module also holds `addition` (compiled JavaScript
+ * appended to dist/db/schema.js: a table the service must refuse, say). Removed when the test process exits.
+ */
+export async function installPetShopWith(addition: string): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'restable-variant-'));
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  cpSync(await installPetShop(), dir, { recursive: true });
+  const schema = join(dir, 'dist', 'db', 'schema.js');
+  writeFileSync(schema, `${readFileSync(schema, 'utf8')}\n${addition}\n`);
+  return dir;
+}
+
 /** Runs a compiled entry point (`main.js`, `cli/migrate.js`…) to completion; returns its exit code and output. */
 export async function runScript(
   script: string,
   env: Record<string, string>,
   args: string[] = [],
+  install?: string,
 ): Promise<{ code: number | null; output: string }> {
-  const child = start(script, await installPetShop(), env, args);
+  const child = start(script, install ?? (await installPetShop()), env, args);
   let output = '';
   child.stdout?.on('data', (chunk) => (output += chunk));
   child.stderr?.on('data', (chunk) => (output += chunk));

@@ -5,7 +5,16 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { PET_SHOP_MIGRATION_TAGS, type Process, request, runScript, runService, spawnService, tempDir } from './helpers.js';
+import {
+  installPetShopWith,
+  PET_SHOP_MIGRATION_TAGS,
+  type Process,
+  request,
+  runScript,
+  runService,
+  spawnService,
+  tempDir,
+} from './helpers.js';
 
 const test = suite('process');
 
@@ -163,6 +172,15 @@ test('a database that cannot be opened, or an address that cannot be bound, is o
     assert.is(code, 1);
     assert.is(output.trim().split('\n').length, 1, output);
     assert.not.ok(existsSync(join(temp.dir, 'e.db')));
+    // A schema the service cannot serve is refused before a database is made or migrated for it.
+    const colliding = await installPetShopWith(
+      "import { sqliteTable as collidingTable, integer as collidingInteger } from 'drizzle-orm/sqlite-core';\n" +
+        "export const healthz = collidingTable('healthz', { id: collidingInteger('id').primaryKey() });",
+    );
+    const refused = await runScript('main.js', { DATABASE_PATH: join(temp.dir, 'f.db') }, [], colliding);
+    assert.is(refused.code, 1);
+    assert.match(refused.output.trim(), /^restable: table "healthz" collides with the service path \/healthz; rename the table$/);
+    assert.not.ok(existsSync(join(temp.dir, 'f.db')));
   } finally {
     await occupant.stop();
     temp.remove();
