@@ -5,7 +5,7 @@ import contentType from 'content-type';
 import Negotiator from 'negotiator';
 import getRawBody from 'raw-body';
 import { etagOf } from './conditional.js';
-import { ApiError, type ProblemResponse } from './errors.js';
+import { ApiError, type FieldError, MAX_REPORTED_ERRORS, type ProblemResponse, unlistedErrors } from './errors.js';
 import { bodyBudgetOf, overBudget } from './load.js';
 import { lingerAfterResponse } from './server.js';
 import { checkJsonDocument, checkJsonText, MAX_JSON_DEPTH } from './validation.js';
@@ -118,9 +118,30 @@ export async function readJson(
   } catch (error) {
     throw new ApiError('badRequest', `The request body is not valid JSON: ${(error as Error).message}`);
   }
-  if (!Array.isArray(document) && beyondLimit()) throw readButTooLarge();
+  if (beyondLimit()) {
+    if (!Array.isArray(document)) throw readButTooLarge();
+    checkElementSizes(document, limit);
+  }
   if (!envelope) checkJsonDocument(document, levels);
   return document;
+}
+
+/**
+ * Each element of a bulk array within `limit` bytes as compact JSON, the most one element may be
+ * alone: an element created in bulk can be sent back whole with PUT. A 413 naming the elements past it.
+ */
+export function checkElementSizes(elements: unknown[], limit: number): void {
+  const errors: FieldError[] = [];
+  elements.forEach((element, i) => {
+    if (Buffer.byteLength(JSON.stringify(element)) > limit) errors.push({ path: String(i), message: `is larger than ${limit} bytes` });
+  });
+  if (errors.length === 0) return;
+  const listed = errors.slice(0, MAX_REPORTED_ERRORS);
+  throw new ApiError(
+    'payloadTooLarge',
+    `An element of the array is larger than ${limit} bytes, the most one element may be, alone or in an array.${unlistedErrors(listed.length, errors.length)}`,
+    { errors: listed },
+  );
 }
 
 /** A complete JSON response, ready to send or to store for an idempotent replay. */

@@ -150,6 +150,15 @@ bulk('an array has its own body limit (MAX_BULK_BODY_BYTES); one element keeps M
   assert.is(object.status, 413, object.text);
   const huge = Array.from({ length: 700 }, (_, i) => ({ name: 'x'.repeat(5000), email: `huge-${i}@example.com` }));
   assert.is((await service.request('POST', '/users', { body: huge })).status, 413);
+  // An element is held to MAX_BODY_BYTES in an array too: what is created can be sent back with PUT.
+  const before = await total(service, '/users');
+  const oversized = [userSample(), { name: 'x'.repeat(1_100_000), email: userSample().email }];
+  const refused = await service.request('POST', '/users', { body: oversized });
+  assert.is(refused.status, 413, refused.text);
+  assert.equal(refused.body.errors, [{ path: '1', message: `is larger than ${1024 * 1024} bytes` }]);
+  const inBatch = await service.request('POST', '/_batch', { body: { operations: [{ method: 'POST', path: '/users', body: oversized }] } });
+  assert.is(inBatch.status, 413, inBatch.text);
+  assert.is(await total(service, '/users'), before);
 });
 
 bulk('an Idempotency-Key covers the whole array: replayed as it was, another array refused', async ({ service }) => {

@@ -5,7 +5,7 @@ import { etagOfRow, evaluatePreconditions } from '../conditional.js';
 import type { Config } from '../config.js';
 import type { CursorCodec } from '../cursor.js';
 import { ApiError } from '../errors.js';
-import { accepts, elementResponse, jsonResponse, readJson, send, sendEmpty, sendJson } from '../http.js';
+import { accepts, checkElementSizes, elementResponse, jsonResponse, readJson, send, sendEmpty, sendJson } from '../http.js';
 import { fingerprintOf, parseIdempotencyKey } from '../idempotency.js';
 import { encodeCursor, parseElementQuery, parseListQuery, type RawQuery, type Shape, shaped } from '../query.js';
 import { firstParameter, type QueryParameters, queryErrorOf, withParameter } from '../query-string.js';
@@ -197,9 +197,9 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
     if (!req.operation) return readJson(req, config.maxBodyBytes, accepted, { arrayLimit: arrays });
     const { body: given } = req.operation;
     const bound = Array.isArray(given) ? arrays : config.maxBodyBytes;
-    if (Buffer.byteLength(JSON.stringify(given)) > bound) {
-      throw new ApiError('payloadTooLarge', `The request body is larger than ${bound} bytes.`);
-    }
+    const size = Buffer.byteLength(JSON.stringify(given));
+    if (size > bound) throw new ApiError('payloadTooLarge', `The request body is larger than ${bound} bytes.`);
+    if (Array.isArray(given) && size > config.maxBodyBytes) checkElementSizes(given, config.maxBodyBytes);
     checkJsonDocument(given);
     return given;
   };
