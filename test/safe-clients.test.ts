@@ -134,6 +134,10 @@ keys('a retry with the same key and body replays the first response and creates 
   assert.is(retry.headers.get('etag'), first.headers.get('etag'));
   assert.is(retry.headers.get('idempotent-replayed'), 'true');
   assert.is(await count(service, '/users'), before);
+  // The path spelled with a percent-encoded letter is the same path.
+  const encoded = await service.request('POST', '/%75sers', { body, headers: { 'idempotency-key': 'retry-1' } });
+  assert.is(encoded.headers.get('idempotent-replayed'), 'true', encoded.text);
+  assert.is(encoded.text, first.text);
 });
 
 keys('the same key with another body, or on another path, is a 422', async ({ service }) => {
@@ -163,6 +167,15 @@ keys('related POSTs are idempotent too', async ({ service }) => {
   const first = await service.request('POST', path, { body: petSample(), headers: { 'idempotency-key': '"quoted-key"' } });
   const retry = await service.request('POST', path, { body: petSample(), headers: { 'idempotency-key': 'quoted-key' } });
   assert.is(retry.headers.get('idempotent-replayed'), 'true');
+  const encoded = await service.request(
+    'POST',
+    `/users/%${owner.body.id.toString().charCodeAt(0).toString(16)}${String(owner.body.id).slice(1)}/pets`,
+    {
+      body: petSample(),
+      headers: { 'idempotency-key': 'quoted-key' },
+    },
+  );
+  assert.is(encoded.headers.get('idempotent-replayed'), 'true', encoded.text);
   assert.is(retry.body.id, first.body.id);
   assert.is(await count(service, path), 1);
 });

@@ -239,14 +239,17 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
     );
   };
 
-  /** POST: validate and create, once per Idempotency-Key when the client sends one (API.md §6). */
-  const create = (req: Request, res: Response, resource: Resource, kind: KindStore, fixed?: Row) => {
+  /**
+   * POST: validate and create, once per Idempotency-Key when the client sends one (API.md §6). `path`
+   * is the collection's as the service spells it, so that a retry spelling it otherwise (`/%75sers`) is the same request.
+   */
+  const create = (req: Request, res: Response, resource: Resource, kind: KindStore, path: string, fixed?: Row) => {
     const key = parseIdempotencyKey(req.headers['idempotency-key']);
     // An array is a bulk create (API.md §7), with its own body limit.
     return then(body(req, JSON_BODY, arrayLimit), (input) => {
       // Validated before the key's fingerprint is computed: a refused body costs no canonical hash.
       const valid = Array.isArray(input) ? toCreateRows(resource, input, fixed) : toCreateRow(resource, input, fixed);
-      const once = key === undefined ? undefined : { key, fingerprint: fingerprintOf('POST', req.path, input) };
+      const once = key === undefined ? undefined : { key, fingerprint: fingerprintOf('POST', path, input) };
       const respond = (created: Row | Row[]) =>
         Array.isArray(created) ? jsonResponse(201, created) : elementResponse(201, created, { Location: resource.elementPath(created) });
       return then(kindFor(req, resource, kind).create(valid, respond, once), ({ response, replayed }) =>
@@ -284,7 +287,7 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
         lists: true,
         handlers: {
           GET: (req, res) => list(req, res, resource, kind),
-          POST: (req, res) => create(req, res, resource, kind),
+          POST: (req, res) => create(req, res, resource, kind, route.path),
         },
       };
     }
@@ -311,13 +314,15 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
     }
     const { parent, field } = relation as NonNullable<Route['relation']>;
     const target = targetOf(parent, store.of(parent));
+    const [before, after] = route.path.split('{id}') as [string, string];
+    const pathOf = (id: Id) => `${before}${encodeURIComponent(String(id))}${after}`;
     return {
       ...base,
       lists: true,
       target,
       handlers: {
         GET: (req, res, id) => list(req, res, resource, kind, { field, value: id, parent }, target),
-        POST: (req, res, id) => create(req, res, resource, kind, { [field]: id }),
+        POST: (req, res, id) => create(req, res, resource, kind, pathOf(id), { [field]: id }),
       },
     };
   });
