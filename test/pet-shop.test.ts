@@ -135,6 +135,19 @@ test('a path that matches no route is a 404 problem (paths are case-sensitive)',
   }
 });
 
+test('a 404 names the id as the client meant it: percent-decoded, or as sent when it cannot be', async ({ service }) => {
+  for (const [method, path, shown] of [
+    ['GET', '/users/%39%39%39%39', '9999'],
+    ['POST', '/users/%39%39%39%39/pets', '9999'],
+    ['GET', '/users/abc%20d', 'abc d'],
+    ['GET', '/users/%ZZ', '%ZZ'],
+  ] as const) {
+    const reply = await service.request(method, path, { body: method === 'POST' ? petSample() : undefined });
+    assert.is(reply.status, 404, path);
+    assert.ok(reply.body.detail.includes(`with id "${shown}"`), `${path}: ${reply.body.detail}`);
+  }
+});
+
 test.run();
 
 const failures = suite<{ service: Service }>('unexpected failures');

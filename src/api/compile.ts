@@ -94,6 +94,15 @@ function rejectQuery(query: Record<string, unknown>, takesQuery: boolean): void 
  * existence only after it happened, so a missing element is still a 404 and an existing one costs
  * no extra read.
  */
+/** A path segment as the client meant it, for a message: decoded, or as sent when its escapes are malformed. */
+function readable(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
 export function compile(endpoint: Endpoint): CompiledEndpoint {
   const allow = endpoint.methods.join(', ');
   const produces = endpoint.produces ?? 'application/json';
@@ -126,10 +135,10 @@ export function compile(endpoint: Endpoint): CompiledEndpoint {
   const withTarget = (handler: Handler): Compiled => {
     if (!target) return (req, res) => handler(req, res, undefined as never);
     /** The 404 when the target is gone, else the error itself. */
-    const refusal = (error: unknown, req: Request, id: Id, segment: string): unknown => {
+    const refusal = (error: unknown, req: Request, id: Id): unknown => {
       if (error instanceof ApiError && (error.code === 'notFound' || error.code === 'unavailable')) throw error;
       const missing = () => {
-        const gone = notFound(target.resource, segment);
+        const gone = notFound(target.resource, id);
         // A body left unread (a 413) must not be taken for the next request on this connection.
         const close = error instanceof ApiError ? error.headers.Connection : undefined;
         return close ? new ApiError('notFound', gone.message, { headers: { Connection: close } }) : gone;
@@ -150,12 +159,12 @@ export function compile(endpoint: Endpoint): CompiledEndpoint {
     };
     return (req, res, segment = '') => {
       const id = target.parseId(segment);
-      if (id === undefined) throw notFound(target.resource, segment);
+      if (id === undefined) throw notFound(target.resource, readable(segment));
       try {
         const result = handler(req, res, id);
-        return result instanceof Promise ? result.catch((error) => refusal(error, req, id, segment) as never) : result;
+        return result instanceof Promise ? result.catch((error) => refusal(error, req, id) as never) : result;
       } catch (error) {
-        return refusal(error, req, id, segment) as never;
+        return refusal(error, req, id) as never;
       }
     };
   };
