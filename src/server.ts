@@ -37,12 +37,22 @@ export function lingerAfterResponse(socket: Socket): void {
 }
 
 /**
- * Writes a problem answer on a raw socket and closes it for good, lingering (see linger). A socket
- * whose current response has started is only destroyed: bytes written now would corrupt that response.
+ * Writes a problem answer on a raw socket and closes it for good, lingering (see linger). A request
+ * pipelined before the refused bytes and still being answered is answered first: its answer is
+ * written whole, then the refusal (or nothing more, when that answer closed the connection). A
+ * socket whose current response has started otherwise is only destroyed: bytes written now would
+ * corrupt that response.
  */
-function refuse(log: RefusalLog, socket: Duplex, [status, title, detail, headerLines = '']: Refusal, givenId?: unknown): void {
+function refuse(log: RefusalLog, socket: Duplex, refusal: Refusal, givenId?: unknown): void {
   const current = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (current && !current.writableFinished && current.req?.complete) {
+    // Read whole and still being answered: the bytes refused came after it.
+    current.once('close', () => setImmediate(() => refuse(log, socket, refusal, givenId)));
+    return;
+  }
+  // A request cut off or malformed while its answer is already being written: only closing is left.
   if (!socket.writable || current?.headersSent) return void socket.destroy();
+  const [status, title, detail, headerLines = ''] = refusal;
   const requestId = requestIdOf(givenId);
   const body = JSON.stringify({ type: 'about:blank', title, status, detail, instance: '' });
   linger(socket);

@@ -453,4 +453,19 @@ hardening('malformed HTTP gets a 400 problem, not a dropped socket', async ({ se
   assert.match(received, /application\/problem\+json/);
 });
 
+hardening('a request pipelined before malformed bytes gets its own answer first, then the 400', async ({ service }) => {
+  const body = JSON.stringify(userSample());
+  const post = `POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+  const received = await rawExchange(service, `${post}FOO / HTTP/1.1\r\nHost: x\r\n\r\n`);
+  assert.match(received, /^HTTP\/1\.1 201 /);
+  assert.match(received, /\r\n\r\n\{[\s\S]*HTTP\/1\.1 400 /);
+  // A request that closes the connection is answered alone: what follows it is not read.
+  const closing = post
+    .replace('Host: x\r\n', 'Host: x\r\nConnection: close\r\n')
+    .replace(/"email":"[^"]+"/, `"email":"${userSample().email}"`);
+  const alone = await rawExchange(service, `${closing}garbage\r\n\r\n`);
+  assert.match(alone, /^HTTP\/1\.1 201 /);
+  assert.not.match(alone, /HTTP\/1\.1 400/);
+});
+
 hardening.run();
