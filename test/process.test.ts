@@ -172,6 +172,14 @@ test('a database that cannot be opened, or an address that cannot be bound, is o
     assert.is(code, 1);
     assert.is(output.trim().split('\n').length, 1, output);
     assert.not.ok(existsSync(join(temp.dir, 'e.db')));
+    // Passwords in DATABASE_URL, in its user info or as query parameters, are never printed.
+    const secret = await runService({ DATABASE_URL: 'postgres://u:SECRET1@127.0.0.1:1/db?password=SECRET2&sslpassword=SECRET3' });
+    assert.is(secret.code, 1);
+    assert.match(
+      secret.output,
+      /^restable: cannot use the PostgreSQL database postgres:\/\/u:\*\*\*@127\.0\.0\.1:1\/db\?password=\*\*\*&sslpassword=\*\*\*: /,
+    );
+    assert.not.match(secret.output, /SECRET/);
     // A schema the service cannot serve is refused before a database is made or migrated for it.
     const colliding = await installPetShopWith(
       "import { sqliteTable as collidingTable, integer as collidingInteger } from 'drizzle-orm/sqlite-core';\n" +

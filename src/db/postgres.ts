@@ -60,11 +60,15 @@ const types = {
 /** Checkouts (a query or a transaction each) a connection serves before the pool replaces it: bounds what it accumulates. */
 const MAX_USES = 10_000;
 
-/** The URL with its password masked, safe to log. */
+/** Query parameters of a connection URL that node-postgres reads as secrets. */
+const SECRET_PARAMETERS = ['password', 'sslpassword'];
+
+/** The URL with its passwords masked (in its user info, and given as query parameters), safe to log. */
 export function redactUrl(url: string): string {
   try {
     const parsed = new URL(url);
     if (parsed.password) parsed.password = '***';
+    for (const name of SECRET_PARAMETERS) if (parsed.searchParams.has(name)) parsed.searchParams.set(name, '***');
     return parsed.toString();
   } catch {
     return 'postgres://…';
