@@ -80,6 +80,8 @@ export function docsEndpoints(): Endpoint[] {
             res.setHeader('Content-Security-Policy', DOCS_CSP);
             // sirv serves from the package folder: it reads the file's path below the prefix from req.url.
             req.url = file;
+            // Whole files only (RFC 9110 §14.2 lets a server ignore Range): sirv's 416 would have no problem body.
+            delete req.headers.range;
             assets.serve(req as never, res, () => {
               throw nothingServedAt(req.path);
             });

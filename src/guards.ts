@@ -135,7 +135,11 @@ function identify(log?: (req: GuardedRequest, res: ServerResponse) => void): Ste
  * A preflight needs no token; with authentication on it names every method on any path, so that it tells
  * a client without a token nothing about which paths exist; without, the methods of its path (its Allow).
  */
-function corsStep(origins: NonNullable<Config['corsOrigins']>, allowOf: AllowOf, authenticates: boolean): Step {
+function corsSteps(
+  origins: NonNullable<Config['corsOrigins']>,
+  allowOf: AllowOf,
+  authenticates: boolean,
+): { headers: Step; preflight: Step } {
   const options = { origin: origins, exposedHeaders: EXPOSED_HEADERS, maxAge: 600, optionsSuccessStatus: 204 };
   const methodsOf: AllowOf = authenticates ? () => ALL_METHODS : allowOf;
   const handle = cors<GuardedRequest>((req, callback) => callback(null, { ...options, methods: methodsOf(req.path ?? '') }));
@@ -150,12 +154,17 @@ function corsStep(origins: NonNullable<Config['corsOrigins']>, allowOf: AllowOf,
     req.method = sent;
     return res.writableEnded ? 'answered' : verdict;
   };
-  return (req, res) => {
-    if (req.method !== 'OPTIONS') return run(req, res, req.method ?? 'GET');
-    // A preflight (OPTIONS with Origin and Access-Control-Request-Method) is answered here when it names methods.
-    if (req.headers.origin && req.headers['access-control-request-method'] && methodsOf(req.path ?? '')) return run(req, res, 'OPTIONS');
-    // Any other OPTIONS is routed like any request (204 + Allow, or 404), with the CORS headers of a simple request.
-    return run(req, res, 'GET');
+  const isPreflight = (req: GuardedRequest) =>
+    req.method === 'OPTIONS' && req.headers.origin !== undefined && req.headers['access-control-request-method'] !== undefined;
+  return {
+    // First, so that every answer carries them, the guards' own refusals (400, 417, 503…) included.
+    headers: (req, res) => {
+      if (req.method !== 'OPTIONS') return run(req, res, req.method ?? 'GET');
+      // Any OPTIONS that is no preflight answered below is routed like any request (204 + Allow, or 404), with the CORS headers of a simple request.
+      return isPreflight(req) && methodsOf(req.path ?? '') ? undefined : run(req, res, 'GET');
+    },
+    // A preflight (OPTIONS with Origin and Access-Control-Request-Method) is answered once the request passed the protocol checks.
+    preflight: (req, res) => (isPreflight(req) && methodsOf(req.path ?? '') ? run(req, res, 'OPTIONS') : undefined),
   };
 }
 
@@ -277,11 +286,13 @@ export function createGuards(
   ticketed?: Ticketed,
 ): Guard {
   const client = clientStep(config, ticketed);
+  const cors = config.corsOrigins ? corsSteps(config.corsOrigins, allowOf, Boolean(config.authToken)) : undefined;
   const steps: (Step | undefined)[] = [
     identify(log),
+    cors?.headers,
     protocolError,
     exceptProbes(createInFlightGate(config)),
-    config.corsOrigins ? corsStep(config.corsOrigins, allowOf, Boolean(config.authToken)) : undefined,
+    cors?.preflight,
     client,
     asterisk,
   ];

@@ -469,6 +469,13 @@ crossOrigin('a preflight names the methods of its path; on an unrouted path it i
   assert.is(collection.headers.get('access-control-allow-methods'), 'GET, HEAD, POST, OPTIONS');
   const element = await preflight('/users/1');
   assert.is(element.headers.get('access-control-allow-methods'), 'GET, HEAD, PUT, PATCH, DELETE, OPTIONS');
+  // Answered by the route, not the element: the request that follows gets a 404 the page can read.
+  const missing = await preflight('/users/99999999');
+  assert.is(missing.status, 204);
+  assert.is(missing.headers.get('access-control-allow-methods'), 'GET, HEAD, PUT, PATCH, DELETE, OPTIONS');
+  const followed = await service.request('PUT', '/users/99999999', { headers: { origin: 'https://app.example.com' }, body: {} });
+  assert.is(followed.status, 404);
+  assert.is(followed.headers.get('access-control-allow-origin'), 'https://app.example.com');
   const nowhere = await preflight('/nothing/here');
   assert.is(nowhere.status, 404);
   assert.is(nowhere.headers.get('access-control-allow-origin'), 'https://app.example.com');
@@ -479,6 +486,31 @@ crossOrigin('an OPTIONS with Origin but no Access-Control-Request-Method is rout
   assert.is(reply.status, 204);
   assert.is(reply.headers.get('allow'), 'GET, HEAD, POST, OPTIONS');
   assert.is(reply.headers.get('access-control-allow-origin'), 'https://app.example.com');
+});
+
+crossOrigin("the guards' own refusals (417, and 400 for a missing Host) carry the CORS headers too", async ({ service }) => {
+  const exchange = (head: string) =>
+    new Promise<string>((resolve) => {
+      const socket = connect(Number(new URL(service.url).port), '127.0.0.1', () =>
+        socket.write(`${head}Origin: https://app.example.com\r\nConnection: close\r\n\r\n`),
+      );
+      let text = '';
+      socket.on('data', (chunk) => (text += chunk));
+      socket.on('close', () => resolve(text));
+    });
+  for (const [head, status] of [
+    ['GET /users HTTP/1.1\r\nHost: x\r\nExpect: foo\r\n', 417],
+    ['GET /users HTTP/1.1\r\n', 400],
+  ] as const) {
+    const received = await exchange(head);
+    assert.match(received, new RegExp(`^HTTP/1\\.1 ${status} `));
+    assert.match(received, /\r\naccess-control-allow-origin: https:\/\/app\.example\.com\r\n/i);
+  }
+});
+
+crossOrigin('a docs file is served whole whatever Range asks (no bodiless 416)', async ({ service }) => {
+  const reply = await service.request('GET', '/docs/assets/favicon-32x32.png', { headers: { range: 'bytes=99999-' } });
+  assert.is(reply.status, 200);
 });
 
 crossOrigin.run();
