@@ -151,7 +151,8 @@ export function createApp({
   const onError = (error: unknown, req: PolkaRequest, res: Response) => {
     const problem = toProblem(backend.unavailableFrom(error) ?? error, req.path ?? req.url);
     if (problem.unexpected)
-      logger.error({ err: error, requestId: (req as { id?: string }).id, method: req.method, url: req.url }, 'request failed');
+      // The path only: a query string may carry a change-feed ticket.
+      logger.error({ err: error, requestId: (req as { id?: string }).id, method: req.method, path: req.path }, 'request failed');
     sendProblem(res, problem);
   };
   const requestLog = createRequestLogger(logger);

@@ -170,8 +170,9 @@ export function createRequestLogger(logger: Logger) {
     const level = levelOf(status);
     if (!logger.isLevelEnabled(level)) return;
     const req = this.req as IncomingMessage & { id?: string; originalUrl?: string };
-    // The target as sent (an absolute-form URL or `*` is rewritten for routing before this runs), without its query.
-    const target = req.originalUrl ?? req.url ?? '';
+    // The path as routed, without its query: an absolute-form target (`http://user:password@host/path`) logs
+    // its path only, so no user info reaches the log; the asterisk form logs `*`.
+    const target = req.originalUrl === '*' ? '*' : (req.url ?? '');
     const query = target.indexOf('?');
     const path = query === -1 ? target : target.slice(0, query);
     const ms = Math.round((performance.now() - this.startedAt) * 100) / 100;
