@@ -171,7 +171,7 @@ failures('a closed database makes /readyz 503 and requests a generic, logged 500
   const logged = service.logs.find((line) => line.level === 50 && line.err);
   assert.ok(logged, 'the failure is logged');
   assert.match(logged?.err?.message ?? '', /database connection is not open/);
-  assert.is(logged?.url, '/users');
+  assert.is(logged?.path, '/users');
   const line = service.logs.find((l) => l.msg === 'GET /users 500');
   assert.is(line?.level, 50);
   assert.equal(line?.req, { method: 'GET', path: '/users' });
