@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { BATCH_HEADERS, BATCH_METHODS, BATCH_OPERATIONS, BATCH_PATH, LABEL } from './api/batch.js';
 import { CHANGES_PATH, TICKET_PATH } from './api/changes.js';
 import { MAX_CHILDREN } from './api/expand.js';
-import { customKindOf } from './db/columns.js';
+import { customKindOf, isInteger } from './db/columns.js';
 import { LIMIT, type Operator, operatorsOf, QUERY_LIMITS, RELEVANCE } from './query.js';
 import { TICKET_TTL_MS } from './tickets.js';
 import { BULK_ELEMENTS } from './validation.js';
@@ -133,11 +133,15 @@ function patchSchema(resource: Resource, replace: Json): Json {
   };
 }
 
-/** The values of the column types drizzle-zod cannot describe: BLOBs as base64, untyped columns, exact decimals. */
+/** An integer beyond ±(2^53 − 1) is no value JSON carries exactly: a filter with one is a 400. */
+const integerSchema = (): Json => ({ type: 'integer', minimum: Number.MIN_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER });
+
+/** The values of the column types drizzle-zod cannot describe: BLOBs as base64, untyped columns, intKey(), exact decimals. */
 function customSchemaOf({ column }: Field): Json | undefined {
   const custom = customKindOf(column);
   if (custom === 'bytes') return { type: 'string', contentEncoding: 'base64' };
   if (custom === 'untyped') return { type: ['string', 'number'] };
+  if (custom === 'integer') return integerSchema();
   if (is(column, SQLiteNumeric)) return { type: 'string', format: 'decimal' };
   return undefined;
 }
@@ -149,9 +153,7 @@ function fieldSchema(field: Field): Json {
   const { column } = field;
   const custom = customSchemaOf(field);
   if (custom) return custom;
-  // An integer beyond ±(2^53 − 1) is no value JSON carries exactly: a filter with one is a 400.
-  if (column.dataType === 'number' && column.columnType === 'SQLiteInteger')
-    return { type: 'integer', minimum: Number.MIN_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER };
+  if (isInteger(column)) return integerSchema();
   if (column.dataType === 'number') return { type: 'number' };
   if (column.dataType === 'boolean') return { type: 'boolean' };
   if (column.enumValues?.length) return { type: 'string', enum: column.enumValues };
@@ -171,7 +173,7 @@ function operandSchema(field: Field, op: Operator): Json {
 
 /** The §5 query language of a list: paging, sort, count, and every filter of every scalar field. */
 function listParameters(resource: Resource): Json[] {
-  const scalar = resource.fields.filter((f) => ['number', 'boolean', 'string', 'date'].includes(f.column.dataType));
+  const scalar = resource.fields.filter((f) => isInteger(f.column) || ['number', 'boolean', 'string', 'date'].includes(f.column.dataType));
   const filters = scalar.flatMap((field) => [
     { name: field.key, in: 'query', description: `${field.key} equals`, schema: fieldSchema(field) },
     ...operatorsOf(field).map((op) => ({
@@ -651,6 +653,7 @@ const recordedKinds = (registry: Registry) => registry.resources.filter((r) => !
  * where the field's representation is one; other types (dates, booleans, bytes, decimals) are not promised.
  */
 function keyValueSchema(field: Field): Json {
+  if (isInteger(field.column)) return integerSchema();
   if (customSchemaOf(field) || !['number', 'string'].includes(field.column.dataType)) return {};
   return fieldSchema(field);
 }

@@ -1,6 +1,7 @@
 // Pure parsing of collection query strings (API.md §5): limit, cursor, sort, count, filters, shaping
 // and search words, converted to each field's type and bounded. Every failure is a 400 ApiError naming the parameter; no I/O.
 import { type CursorCodec, type CursorValue, Digest, toCursorValue } from './cursor.js';
+import { isInteger } from './db/columns.js';
 import { hasWordCharacters } from './db/search.js';
 import { ApiError, badQuery, echo, type FieldError } from './errors.js';
 import { firstParameter } from './query-string.js';
@@ -124,7 +125,8 @@ const INSTANT = 'an ISO 8601 date or date-time between 0000-01-01 and 9999-12-31
  */
 function kindOf(field: Field): 'integer' | 'number' | 'decimal' | 'boolean' | 'string' | 'date' | 'timestamp' | undefined {
   const { dataType, columnType } = field.column;
-  if (dataType === 'number') return columnType === 'SQLiteInteger' ? 'integer' : 'number';
+  if (isInteger(field.column)) return 'integer';
+  if (dataType === 'number') return 'number';
   // NUMERIC: exact decimal text, compared as a number by both engines (SQLite's affinity, PostgreSQL's numeric).
   if (columnType === 'SQLiteNumeric') return 'decimal';
   if (dataType === 'string' && (SERVER_MANAGED_FIELDS as readonly string[]).includes(field.key)) return 'timestamp';

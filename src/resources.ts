@@ -4,7 +4,7 @@ import { createTableRelationsHelpers, extractTablesRelationalConfig, getTableCol
 import { getTableConfig, getViewConfig, SQLiteColumn, SQLiteNumeric, SQLiteTable, SQLiteView } from 'drizzle-orm/sqlite-core';
 import { createInsertSchema } from 'drizzle-zod';
 import { z } from 'zod';
-import { customKindOf } from './db/columns.js';
+import { customKindOf, isInteger } from './db/columns.js';
 import { isSearchDeclaration } from './db/search.js';
 import { onFirstUse } from './first-use.js';
 
@@ -177,7 +177,7 @@ function decoded(segment: string): string | undefined {
 
 /** Parses one key value from its (decoded) text: an integer column takes canonical integers only. */
 function keyParser(field: Field): (text: string) => KeyValue | undefined {
-  if (field.column.dataType === 'number' && field.column.columnType === 'SQLiteInteger') {
+  if (isInteger(field.column)) {
     return (text) => {
       if (!CANONICAL_INTEGER.test(text)) return undefined;
       const value = Number(text);
@@ -231,7 +231,8 @@ function keyCodec(key: Field[], path: string): Pick<Resource, 'parseId' | 'idOf'
 
 /**
  * The validation of the values drizzle-zod cannot tell from the column class alone: exact decimals
- * for NUMERIC (text, as the database returns them), base64 for BLOBs, any scalar for untyped columns.
+ * for NUMERIC (text, as the database returns them), base64 for BLOBs, any scalar for untyped columns,
+ * integers for intKey().
  */
 function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () => z.ZodType> {
   const rules: Record<string, () => z.ZodType> = {};
@@ -239,6 +240,8 @@ function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () =>
     const custom = customKindOf(column);
     if (custom === 'bytes') rules[key] = () => z.base64().meta({ examples: ['aGVsbG8='] });
     else if (custom === 'untyped') rules[key] = () => z.union([z.string(), z.number()]);
+    // As drizzle-zod checks an integer() column: a safe integer, which JSON carries exactly.
+    else if (custom === 'integer') rules[key] = () => z.int();
     else if (is(column, SQLiteNumeric)) {
       rules[key] = () =>
         z
@@ -289,7 +292,7 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
   // A sole integer key is a rowid the database assigns, unless it is also a foreign key (a one-to-one
   // extension of its parent: the client names the parent); a composite key is given by the client.
   const referencing = !view && getTableConfig(source).foreignKeys.some((fk) => fk.reference().columns.includes(sole as SQLiteColumn));
-  // Only an INTEGER key is SQLite's rowid (a REAL one left out would be stored as NULL).
+  // Only an INTEGER key is SQLite's rowid (a REAL one left out would be stored as NULL); intKey() is declared INT so as not to be one.
   const assigned = sole !== undefined && !referencing && (sole.columnType === 'SQLiteInteger' || sole.hasDefault);
   const serverAssigned = new Set(assigned ? readOnly : serverManaged);
 

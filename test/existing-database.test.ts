@@ -281,3 +281,152 @@ shapes('a kind without a key pages by position: a cursor walk sees every row onc
 });
 
 shapes.run();
+
+/** Integer keys SQLite does not assign (not its rowid), a child of one, and a key it does assign. */
+const GIVEN_KEYS = `
+  CREATE TABLE "IntKey" ("id" INT PRIMARY KEY, "v" TEXT);
+  CREATE TABLE "BigKey" ("id" BIGINT PRIMARY KEY, "v" TEXT);
+  CREATE TABLE "DescKey" ("id" INTEGER PRIMARY KEY DESC, "v" TEXT);
+  CREATE TABLE "NoRowid" ("id" INTEGER PRIMARY KEY, "v" TEXT) WITHOUT ROWID;
+  CREATE TABLE "Part" ("id" INTEGER PRIMARY KEY, "intKeyId" INT REFERENCES "IntKey", "v" TEXT);
+  INSERT INTO "IntKey" VALUES (2, 'a'), (3, 'b'), (5, 'c'), (10, 'd');
+  INSERT INTO "BigKey" SELECT * FROM "IntKey";
+  INSERT INTO "DescKey" SELECT * FROM "IntKey";
+  INSERT INTO "NoRowid" SELECT * FROM "IntKey";
+  INSERT INTO "Part" ("intKeyId", "v") VALUES (2, 'x'), (2, 'y'), (3, 'z');
+`;
+const GIVEN = ['IntKey', 'BigKey', 'DescKey', 'NoRowid'];
+
+const givenKeys = suite<Omit<Context, 'resources'>>('an existing database: integer keys SQLite does not assign are given by the client');
+
+givenKeys.before(async (ctx) => {
+  ctx.run = await introspectFixture((path) => {
+    const db = new Database(path);
+    db.exec(GIVEN_KEYS);
+    db.close();
+    return path;
+  });
+  ctx.service = await startService({ schema: ctx.run.schema, migrationsFolder: ctx.run.out, env: { DATABASE_PATH: ctx.run.db } });
+});
+
+givenKeys.after(async (ctx) => {
+  await ctx.service?.close();
+  ctx.run?.remove();
+});
+
+givenKeys('a create without the key is a 422 naming it and writes nothing; a rowid key is still assigned', async ({ service, run }) => {
+  for (const table of GIVEN) {
+    const reply = await service.request('POST', `/${table}`, { body: { v: 'new' } });
+    assertProblem(reply, 422);
+    assert.equal(
+      reply.body.errors.map((e: { path: string }) => e.path),
+      ['id'],
+      `${table}: ${reply.text}`,
+    );
+    for (const id of ['7', 1.5, null]) assertProblem(await service.request('POST', `/${table}`, { body: { id, v: 'new' } }), 422);
+  }
+  const sqlite = new Database(run.db, { readonly: true });
+  for (const table of GIVEN) assert.is(sqlite.prepare(`SELECT count(*) FROM "${table}"`).pluck().get(), 4, table);
+  sqlite.close();
+  const part = await service.request('POST', '/Part', { body: { intKeyId: 5, v: 'w' } });
+  assert.is(part.status, 201, part.text);
+  assert.is(part.headers.get('location'), '/Part/4');
+});
+
+givenKeys('a create with the key answers at its element, which reads, replaces, patches and deletes', async ({ service }) => {
+  for (const table of GIVEN) {
+    const created = await service.request('POST', `/${table}`, { body: { id: 40, v: 'new' } });
+    assert.is(created.status, 201, `${table}: ${created.text}`);
+    assert.is(created.headers.get('location'), `/${table}/40`);
+    assert.equal(created.body, { id: 40, v: 'new' });
+    assertProblem(await service.request('POST', `/${table}`, { body: { id: 40, v: 'again' } }), 409);
+    assert.equal((await service.request('GET', `/${table}/40`)).body, { id: 40, v: 'new' });
+    assert.equal((await service.request('PUT', `/${table}/40`, { body: { v: 'put' } })).body, { id: 40, v: 'put' });
+    assert.equal((await service.request('PATCH', `/${table}/40`, { body: { v: 'patched' } })).body, { id: 40, v: 'patched' });
+    assertProblem(await service.request('PATCH', `/${table}/40`, { body: { id: 41 } }), 422);
+    assert.is((await service.request('DELETE', `/${table}/40`)).status, 204);
+    assertProblem(await service.request('GET', `/${table}/40`), 404);
+    assertProblem(await service.request('GET', `/${table}/4x`), 404);
+  }
+});
+
+givenKeys('filters, sort, pages, related paths and expand work on such a key', async ({ service }) => {
+  for (const table of GIVEN) {
+    const filtered = await service.request('GET', `/${table}?id[gt]=2&sort=-id&count=true`);
+    assert.is(filtered.status, 200, filtered.text);
+    assert.equal(
+      filtered.body.map((row: { id: number }) => row.id),
+      [10, 5, 3],
+    );
+    assert.is(filtered.headers.get('x-total-count'), '3');
+    assert.equal(
+      (await walkList(service, `/${table}?limit=1&sort=-id`)).map((row) => row.id),
+      [10, 5, 3, 2],
+    );
+    assert.equal(
+      (await walkList(service, `/${table}?limit=2&id[in]=2,5,10`)).map((row) => row.id),
+      [2, 5, 10],
+    );
+    assertProblem(await service.request('GET', `/${table}?id[gt]=x`), 400);
+  }
+  const parts = await service.request('GET', '/IntKey/2/Part?sort=v');
+  assert.equal(
+    parts.body.map((row: { v: string }) => row.v),
+    ['x', 'y'],
+  );
+  const expanded = await service.request('GET', '/IntKey/3?expand=Part');
+  assert.equal(
+    expanded.body.Part.map((row: { v: string }) => row.v),
+    ['z'],
+  );
+});
+
+givenKeys('OpenAPI documents such a key as an integer the create body requires, and filters on it', async ({ service }) => {
+  const doc = (await service.request('GET', '/openapi.json')).body;
+  const create = doc.components.schemas['IntKey.create'];
+  assert.ok(create.required.includes('id'), JSON.stringify(create));
+  assert.is(create.properties.id.type, 'integer');
+  const filter = doc.paths['/IntKey'].get.parameters.find((p: { name?: string }) => p.name === 'id[gt]');
+  assert.is(filter?.schema.type, 'integer');
+});
+
+givenKeys.run();
+
+const childNamedLikeField = suite<Omit<Context, 'resources'>>('an existing database: a child table named like a field of its parent');
+
+childNamedLikeField.before(async (ctx) => {
+  ctx.run = await introspectFixture((path) => {
+    const db = new Database(path);
+    db.exec(`CREATE TABLE "users" ("id" INTEGER PRIMARY KEY, "pets" TEXT);
+             CREATE TABLE "pets" ("id" INTEGER PRIMARY KEY, "user_id" INTEGER REFERENCES "users", "name" TEXT);
+             INSERT INTO "users" VALUES (1, 'two cats'), (2, NULL);
+             INSERT INTO "pets" VALUES (1, 1, 'Tom'), (2, 1, 'Kit'), (3, 2, 'Rex');`);
+    db.close();
+    return path;
+  });
+  ctx.service = await startService({ schema: ctx.run.schema, migrationsFolder: ctx.run.out, env: { DATABASE_PATH: ctx.run.db } });
+});
+
+childNamedLikeField.after(async (ctx) => {
+  await ctx.service?.close();
+  ctx.run?.remove();
+});
+
+childNamedLikeField('serves the field, and the related path under its own name', async ({ service, run }) => {
+  assert.match(run.output.stdout, /related paths named: \/users\/\{id\}\/petsByuser_id \(pets\.user_id\)/);
+  assert.equal((await service.request('GET', '/users/1')).body, { id: 1, pets: 'two cats' });
+  const pets = await service.request('GET', '/users/1/petsByuser_id?sort=name');
+  assert.is(pets.status, 200, pets.text);
+  assert.equal(
+    pets.body.map((pet: { name: string }) => pet.name),
+    ['Kit', 'Tom'],
+  );
+  const expanded = await service.request('GET', '/users/2?expand=petsByuser_id');
+  assert.equal(expanded.body, { id: 2, pets: null, petsByuser_id: [{ id: 3, userId: 2, name: 'Rex' }] });
+  assert.is((await service.request('GET', '/pets/3?expand=user')).body.user.id, 2);
+  const created = await service.request('POST', '/users/2/petsByuser_id', { body: { name: 'Fido' } });
+  assert.is(created.status, 201, created.text);
+  assert.is(created.body.userId, 2);
+});
+
+childNamedLikeField.run();

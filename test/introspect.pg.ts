@@ -3,6 +3,7 @@
 import { readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import Database from 'better-sqlite3';
 import pg from 'pg';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -147,3 +148,45 @@ fromPostgres('every path passes the contract checker', async ({ service }) => {
 });
 
 fromPostgres.run();
+
+const givenKey = suite<{ service: Service; remove: () => void }>('an introspected integer key SQLite does not assign, on PostgreSQL');
+
+givenKey.before(async (ctx) => {
+  const { dir, remove } = tempDir();
+  ctx.remove = remove;
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
+  const file = join(dir, 'keys.db');
+  const sqlite = new Database(file);
+  sqlite.exec('CREATE TABLE "IntKey" ("id" INT PRIMARY KEY, "v" TEXT);');
+  sqlite.close();
+  const out = join(dir, 'migrations');
+  await introspect({ file, schema: join(dir, 'schema.ts'), out, log: () => {} });
+  const schema = { ...(await import(pathToFileURL(join(dir, 'schema.ts')).href)) } as Record<string, unknown>;
+  ctx.service = await startService({ schema, migrationsFolder: out, pgMigrationsFolder: join(out, 'pg') });
+});
+
+givenKey.after(async (ctx) => {
+  await ctx.service?.close();
+  ctx.remove?.();
+});
+
+givenKey('is a bigint the database does not assign: a create needs it, and it filters as an integer', async ({ service }) => {
+  const [column] = await service.sql(
+    "SELECT data_type AS type, is_identity AS identity FROM information_schema.columns WHERE table_name = 'IntKey' AND column_name = 'id'",
+  );
+  assert.equal(column, { type: 'bigint', identity: 'NO' });
+  const refused = await service.request('POST', '/IntKey', { body: { v: 'a' } });
+  assert.is(refused.status, 422, refused.text);
+  assert.equal(
+    refused.body.errors.map((e: { path: string }) => e.path),
+    ['id'],
+  );
+  const created = await service.request('POST', '/IntKey', { body: { id: 7, v: 'a' } });
+  assert.is(created.status, 201, created.text);
+  assert.is(created.headers.get('location'), '/IntKey/7');
+  assert.equal((await service.request('GET', '/IntKey?id[gt]=5')).body, [{ id: 7, v: 'a' }]);
+  assert.equal((await service.request('GET', '/IntKey/7')).body, { id: 7, v: 'a' });
+});
+
+givenKey.run();

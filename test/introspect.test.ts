@@ -1,7 +1,8 @@
 // `npm run introspect` on the music-store fixture (test/fixtures/music-store.sql): the generated schema
 // module, its migrations (baseline recorded as applied, restable's tables pending) and no row changed; served: existing-database.test.ts.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { cpSync, existsSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { getTableColumns, is } from 'drizzle-orm';
@@ -13,7 +14,7 @@ import type { DatabaseHandle } from '../src/db/client.js';
 import { customKindOf } from '../src/db/columns.js';
 import { migrationStatus } from '../src/db/migrate.js';
 import { createRegistry } from '../src/resources.js';
-import { ROOT, tempDir } from './helpers.js';
+import { PET_SHOP_MIGRATIONS, ROOT, tempDir } from './helpers.js';
 import { checksums, FIXTURE, introspect, introspectFixture, type Run } from './music-store.js';
 
 /** Type-checks the generated module alone, as strictly as a project may (strict, unchecked index access). */
@@ -322,3 +323,151 @@ Edges('a foreign key whose to-one name is also a field gets its one() named othe
 });
 
 Edges.run();
+
+const Keys = suite('introspect: integer keys SQLite does not assign');
+
+/** Keys SQLite does not assign (declared INT or BIGINT, INTEGER … DESC, WITHOUT ROWID), and two rowid aliases. */
+const KEYS = `
+  CREATE TABLE "IntKey" ("id" INT PRIMARY KEY, "v" TEXT);
+  CREATE TABLE "BigKey" ("id" BIGINT PRIMARY KEY, "v" TEXT);
+  CREATE TABLE "DescKey" ("id" INTEGER PRIMARY KEY DESC, "v" TEXT);
+  CREATE TABLE "NoRowid" ("id" INTEGER PRIMARY KEY, "v" TEXT) WITHOUT ROWID;
+  CREATE TABLE "Rowid" ("id" integer PRIMARY KEY, "v" TEXT);
+  CREATE TABLE "RowidDesc" ("id" INTEGER, "v" TEXT, PRIMARY KEY ("id" DESC));
+`;
+const GIVEN = ['IntKey', 'BigKey', 'DescKey', 'NoRowid'];
+
+/** Whether SQLite keeps an index of its own for the table's key, i.e. the key is no rowid alias. */
+const keyIndexed = (db: Database.Database, table: string) =>
+  (db.prepare(`PRAGMA index_list("${table}")`).all() as { origin: string }[]).some((index) => index.origin === 'pk');
+
+Keys('declares them intKey() (int), required on create; a new file made by the migrations keeps them unassigned', async () => {
+  const run = await introspectFixture((path) => {
+    const db = new Database(path);
+    db.exec(KEYS);
+    db.close();
+    return path;
+  });
+  try {
+    const registry = createRegistry(run.schema);
+    for (const table of [...GIVEN, 'Rowid', 'RowidDesc']) {
+      const id = columnsOf(sourceNamed(run.schema, table)).id as SQLiteColumn;
+      const resource = registry.resources.find((r) => r.name === table);
+      if (GIVEN.includes(table)) {
+        assert.is(customKindOf(id), 'integer', table);
+        assert.is(id.getSQLType(), 'int', table);
+        assert.not.ok(resource?.serverAssigned.has('id'), `${table}: the client gives the key`);
+        assert.not.ok(resource?.createSchema.safeParse({ v: 'x' }).success, `${table}: a create needs the key`);
+        assert.ok(resource?.createSchema.safeParse({ id: 7, v: 'x' }).success, table);
+      } else {
+        assert.is(id.columnType, 'SQLiteInteger', table);
+        assert.ok(resource?.serverAssigned.has('id'), `${table}: SQLite assigns its rowid`);
+      }
+    }
+    const tsc = strictTsc(run);
+    assert.is(tsc.status, 0, tsc.stdout + tsc.stderr);
+    assert.equal(await checkDrift({ schema: run.schema, pgFolder: join(run.out, 'pg'), sqliteFolder: run.out }), []);
+    // What a later migration that rebuilds a table declares (a new file gets it all): still no rowid alias.
+    const fresh = new Database(join(run.dir, 'fresh.db'));
+    try {
+      fresh.exec(readFileSync(join(run.out, '0000_baseline.sql'), 'utf8').replaceAll('--> statement-breakpoint', ''));
+      for (const table of GIVEN) assert.ok(keyIndexed(fresh, table), `${table} keeps a key SQLite does not assign`);
+      for (const table of ['Rowid', 'RowidDesc']) assert.not.ok(keyIndexed(fresh, table), `${table} keeps its rowid key`);
+    } finally {
+      fresh.close();
+    }
+  } finally {
+    run.remove();
+  }
+});
+
+Keys.run();
+
+const Project = suite('introspect: the project files, replaced whole or not at all');
+
+/** A project folder holding the pet shop's schema and migrations (search.json in both folders included), and a database to introspect. */
+function petShopProject(sql: string) {
+  const { dir, remove } = tempDir();
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
+  cpSync(join(ROOT, 'test', 'pet-shop', 'schema.ts'), join(dir, 'schema.ts'));
+  cpSync(PET_SHOP_MIGRATIONS, join(dir, 'migrations'), { recursive: true });
+  const db = join(dir, 'existing.db');
+  const sqlite = new Database(db);
+  sqlite.exec(sql);
+  sqlite.close();
+  const args = [db, '--schema', join(dir, 'schema.ts'), '--out', join(dir, 'migrations'), '--force'];
+  const digest = (path: string) =>
+    createHash('sha256')
+      .update(readFileSync(join(dir, path)))
+      .digest('hex');
+  /** Every file of the project but the database and node_modules, with a digest of its content. */
+  const files = () =>
+    Object.fromEntries(
+      (readdirSync(dir, { recursive: true }) as string[])
+        .filter((path) => !/^(node_modules|existing\.db)/.test(path) && statSync(join(dir, path)).isFile())
+        .sort()
+        .map((path) => [path, digest(path)]),
+    );
+  return { dir, db, args, files, remove };
+}
+
+Project('refuses a column named __proto__ in one line, before changing any file', () => {
+  const project = petShopProject('CREATE TABLE "t" ("id" INTEGER PRIMARY KEY, "__proto__" TEXT);');
+  try {
+    const before = project.files();
+    const refused = introspect(project.args);
+    assert.is(refused.code, 1);
+    assert.is(refused.stderr.trim().split('\n').length, 1, refused.stderr);
+    assert.match(refused.stderr, /^introspect: .*the column "__proto__" of t cannot be declared/);
+    assert.equal(project.files(), before);
+  } finally {
+    project.remove();
+  }
+});
+
+Project('a failure after the files are made (the baseline cannot be recorded) leaves every file as it was', () => {
+  const project = petShopProject(`CREATE TABLE "t" ("id" INTEGER PRIMARY KEY, "v" TEXT);
+                                  CREATE TABLE "__drizzle_migrations" ("other" TEXT);`);
+  try {
+    const before = project.files();
+    const failed = introspect(project.args);
+    assert.is(failed.code, 1);
+    assert.is(failed.stderr.trim().split('\n').length, 1, failed.stderr);
+    assert.match(failed.stderr, /cannot record the baseline in __drizzle_migrations/);
+    assert.equal(project.files(), before);
+  } finally {
+    project.remove();
+  }
+});
+
+Project('replaces all of the pet shop migrations, search.json included: the drift check (npm run db:check) passes', () => {
+  const project = petShopProject('CREATE TABLE "t" ("id" INTEGER PRIMARY KEY, "v" TEXT);');
+  try {
+    const done = introspect(project.args);
+    assert.is(done.code, 0, done.stderr);
+    const migrations = Object.keys(project.files()).filter((path) => path.startsWith('migrations'));
+    assert.equal(migrations, [
+      'migrations/0000_baseline.sql',
+      'migrations/0001_restable_tables.sql',
+      'migrations/meta/0000_snapshot.json',
+      'migrations/meta/0001_snapshot.json',
+      'migrations/meta/_journal.json',
+      'migrations/pg/0000_baseline.sql',
+      'migrations/pg/meta/0000_snapshot.json',
+      'migrations/pg/meta/_journal.json',
+    ]);
+    // db:check's command (package.json), on this project's schema and migrations.
+    const args = ['--check', '--schema', join(project.dir, 'schema.ts'), '--out', join(project.dir, 'migrations', 'pg')];
+    const check = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'cli', 'generate.ts'), ...args], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
+    assert.is(check.status, 0, check.stderr + check.stdout);
+    assert.match(check.stdout, /the SQLite and PostgreSQL migrations match the schema/);
+  } finally {
+    project.remove();
+  }
+});
+
+Project.run();

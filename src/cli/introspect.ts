@@ -2,9 +2,10 @@
 // replaces migrations/ with a baseline recorded as applied there (never run), so the file is served as it is.
 // Development only (run through tsx, like db:generate): it needs drizzle-kit, a devDependency. Never changes a row.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
@@ -71,6 +72,11 @@ export interface TableModel {
   key: string[];
   autoIncrement: boolean;
   withoutRowid: boolean;
+  /**
+   * SQLite keeps an index of the primary key's own (PRAGMA index_list, origin `pk`): the key is no rowid alias
+   * (not declared exactly INTEGER, DESC, or in a WITHOUT ROWID table), so SQLite does not assign it.
+   */
+  keyIndexed?: boolean;
   indexes: IndexModel[];
   foreignKeys: ForeignKeyModel[];
   /** What the schema cannot declare and keeps only in the database (expression indexes, foreign keys to nothing). */
@@ -238,7 +244,10 @@ function readIndexes(sqlite: Database.Database, table: TableModel, sqlOf: Map<st
   type IndexRow = { name: string; unique: number; origin: string; partial: number };
   type ColumnRow = { cid: number; name: string | null; key: number };
   for (const index of sqlite.prepare(`PRAGMA index_list(${quoteIdent(table.name)})`).all() as IndexRow[]) {
-    if (index.origin === 'pk') continue;
+    if (index.origin === 'pk') {
+      table.keyIndexed = true;
+      continue;
+    }
     const parts = (sqlite.prepare(`PRAGMA index_xinfo(${quoteIdent(index.name)})`).all() as ColumnRow[]).filter((c) => c.key === 1);
     if (parts.some((c) => c.cid < 0 || c.name === null)) {
       table.notes.push(`index "${index.name}" is on an expression: it stays in the database, undeclared here`);
@@ -415,21 +424,41 @@ interface NamedRelation {
   name: string;
 }
 
-/** Every single-column foreign key whose table has others to the same parent needs its related path named. */
-function namedRelations(tables: TableModel[]): NamedRelation[] {
+/**
+ * The single-column foreign keys whose related path needs a name: those of a table with others to the same
+ * parent, and those whose default name (the child table's) is a field of the parent, which would stop the
+ * service at start. Each is named `<child>By<column>`, a name no table and no field of the parent has.
+ */
+function namedRelations(tables: TableModel[], names: Names): NamedRelation[] {
   const byName = new Map(tables.map((t) => [t.name, t]));
   const segments = new Set(tables.map((t) => t.name));
   const named: NamedRelation[] = [];
   for (const child of tables) {
     for (const fk of child.foreignKeys) {
       const siblings = child.foreignKeys.filter((other) => other.parent === fk.parent);
-      if (siblings.length < 2 || fk.from.length !== 1) continue;
+      const parentFields = new Set(names.fields.get(fk.parent)?.values());
+      if (fk.from.length !== 1 || (siblings.length < 2 && !parentFields.has(child.name))) continue;
       const column = fk.from[0] as string;
-      const name = uniqueName(`${child.name}By${column}`, segments);
+      const name = uniqueName(`${child.name}By${column}`, new Set([...segments, ...parentFields]));
+      segments.add(name);
       named.push({ child, parent: byName.get(fk.parent) as TableModel, column, name });
     }
   }
   return named;
+}
+
+/**
+ * The first name drizzle-kit cannot keep, said as what it names: its snapshots hold tables, columns and indexes as
+ * keys of plain objects, where `__proto__` sets the prototype instead of adding a key (the migration comes out malformed).
+ */
+function nameSnapshotsLose(model: DatabaseModel): string | undefined {
+  const lost = '__proto__';
+  for (const table of model.tables) {
+    if (table.name === lost) return `the ${table.kind} "${lost}"`;
+    if (table.columns.some((c) => c.name === lost)) return `the column "${lost}" of ${table.name}`;
+    if (table.indexes.some((i) => i.name === lost)) return `the index "${lost}" on ${table.name}`;
+  }
+  return undefined;
 }
 
 export interface GeneratedSchema {
@@ -441,9 +470,12 @@ export interface GeneratedSchema {
 /** The drizzle schema module of a database model (unformatted TypeScript). */
 export function toSchemaSource(model: DatabaseModel, origin: { file: string; date: string; columnsModule: string }): GeneratedSchema {
   const tables = declarationOrder(model.tables);
-  const relations = namedRelations(tables);
   const IMPORTS = ['sql', 'relations', 'AnySQLiteColumn', 'foreignKey', 'index', 'integer', 'numeric', 'primaryKey', 'real'];
-  const names = nameAll(tables, new Set([...IMPORTS, 'sqliteTable', 'sqliteView', 'text', 'unique', 'uniqueIndex', 'bytes', 'untyped']));
+  const names = nameAll(
+    tables,
+    new Set([...IMPORTS, 'sqliteTable', 'sqliteView', 'text', 'unique', 'uniqueIndex', 'bytes', 'intKey', 'untyped']),
+  );
+  const relations = namedRelations(tables, names);
   const used = new Set<string>();
   const use = (name: string) => {
     used.add(name);
@@ -459,11 +491,14 @@ export function toSchemaSource(model: DatabaseModel, origin: { file: string; dat
 
   const column = (table: TableModel, c: ColumnModel): string => {
     const builder = builderOf(c.declared);
+    const soleKey = table.key.length === 1 && table.key[0] === c.name;
+    // integer() is declared INTEGER, which would make a key SQLite does not assign its rowid at the next table rebuild.
+    const declaredAs = builder === 'integer' && soleKey && table.keyIndexed ? 'intKey' : builder;
     const length = builder === 'text' ? /\(\s*(\d+)\s*\)/.exec(c.declared)?.[1] : undefined;
     const options = length ? `, { length: ${length} }` : c.boolean ? ", { mode: 'boolean' }" : c.json ? ", { mode: 'json' }" : '';
-    let out = `${fieldOf(table.name, c.name)}: ${use(builder)}(${str(c.name)}${options})`;
-    if (table.key.length === 1 && table.key[0] === c.name) out += `.primaryKey(${table.autoIncrement ? '{ autoIncrement: true }' : ''})`;
-    if (c.notNull && !(table.key.length === 1 && table.key[0] === c.name)) out += '.notNull()';
+    let out = `${fieldOf(table.name, c.name)}: ${use(declaredAs)}(${str(c.name)}${options})`;
+    if (soleKey) out += `.primaryKey(${table.autoIncrement ? '{ autoIncrement: true }' : ''})`;
+    if (c.notNull && !soleKey) out += '.notNull()';
     const given = c.generated ? undefined : defaultOf(c.default, builder);
     const value =
       c.boolean && given !== undefined
@@ -592,7 +627,7 @@ export function toSchemaSource(model: DatabaseModel, origin: { file: string; dat
     'uniqueIndex',
   ].filter((n) => used.has(n));
   const orm = ['relations', 'sql'].filter((n) => used.has(n));
-  const custom = ['bytes', 'untyped'].filter((n) => used.has(n));
+  const custom = ['bytes', 'intKey', 'untyped'].filter((n) => used.has(n));
   const header = [
     `// Generated by \`npm run introspect\` from ${origin.file} on ${origin.date}; edit it like any schema (then \`npm run db:generate\`).`,
     '// Every table and view is a resource kind; views and tables without a primary key are served read-only.',
@@ -627,13 +662,6 @@ function formatted(source: string): string {
 
 /** Writes drizzle-kit's folder: `<tag>.sql` per migration, meta/NNNN_snapshot.json, meta/_journal.json. */
 function writeMigrations(folder: string, migrations: { tag: string; snapshot: DrizzleSQLiteSnapshotJSON; statements: string[] }[]) {
-  // The old SQLite migrations describe another schema: they go (subfolders such as pg/ stay).
-  if (existsSync(folder)) {
-    for (const entry of readdirSync(folder, { withFileTypes: true })) {
-      if (entry.isFile() && entry.name.endsWith('.sql')) rmSync(join(folder, entry.name));
-    }
-    rmSync(join(folder, 'meta'), { recursive: true, force: true });
-  }
   mkdirSync(join(folder, 'meta'), { recursive: true });
   const now = Date.now();
   const entries: JournalEntry[] = migrations.map(({ tag, snapshot, statements }, idx) => {
@@ -648,12 +676,55 @@ function writeMigrations(folder: string, migrations: { tag: string; snapshot: Dr
 function recordBaseline(sqlite: Database.Database, folder: string): void {
   const [baseline] = readMigrationFiles({ migrationsFolder: folder });
   if (!baseline) throw new UsageError(`${folder} holds no migration to record`);
-  sqlite
-    .transaction(() => {
-      sqlite.exec(`CREATE TABLE IF NOT EXISTS "${MIGRATIONS_TABLE}" (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)`);
-      sqlite.prepare(`INSERT INTO "${MIGRATIONS_TABLE}" ("hash", "created_at") VALUES (?, ?)`).run(baseline.hash, baseline.folderMillis);
-    })
-    .immediate();
+  try {
+    sqlite
+      .transaction(() => {
+        sqlite.exec(`CREATE TABLE IF NOT EXISTS "${MIGRATIONS_TABLE}" (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)`);
+        sqlite.prepare(`INSERT INTO "${MIGRATIONS_TABLE}" ("hash", "created_at") VALUES (?, ?)`).run(baseline.hash, baseline.folderMillis);
+      })
+      .immediate();
+  } catch (error) {
+    throw new UsageError(`cannot record the baseline in ${MIGRATIONS_TABLE}: ${(error as Error).message}`);
+  }
+}
+
+/**
+ * Where the new files are written until all of them are: the schema module beside its place (so that its imports
+ * resolve as they will there), the migrations in a temporary folder. Nothing of the project changes before install().
+ */
+interface Staged {
+  schema: string;
+  out: string;
+  /** The first folder made for the schema module, if its folder did not exist. */
+  made?: string;
+}
+
+function stage(schemaPath: string): Staged {
+  const made = mkdirSync(dirname(schemaPath), { recursive: true });
+  const schema = join(dirname(schemaPath), `.introspect-${process.pid}-${basename(schemaPath)}`);
+  return { schema, out: mkdtempSync(join(tmpdir(), 'restable-introspect-')), made };
+}
+
+/**
+ * Puts the staged files in place: the schema module, and the migrations folder's own files. The old ones describe
+ * another schema: its .sql files, meta/, search.json and pg/ go (anything else in the folder stays).
+ */
+function install(staged: Staged, schemaPath: string, out: string): void {
+  renameSync(staged.schema, schemaPath);
+  if (existsSync(out)) {
+    for (const entry of readdirSync(out, { withFileTypes: true })) {
+      if (entry.isFile() && (entry.name.endsWith('.sql') || entry.name === 'search.json')) rmSync(join(out, entry.name));
+    }
+    for (const folder of ['meta', 'pg']) rmSync(join(out, folder), { recursive: true, force: true });
+  }
+  cpSync(staged.out, out, { recursive: true });
+}
+
+/** Removes what is left of the staged files, and the schema's folder when it was made for files never installed. */
+function unstage(staged: Staged, installed: boolean): void {
+  rmSync(staged.schema, { force: true });
+  rmSync(staged.out, { recursive: true, force: true });
+  if (staged.made && !installed) rmSync(staged.made, { recursive: true, force: true });
 }
 
 function recordedMigrations(sqlite: Database.Database): number {
@@ -745,49 +816,63 @@ export async function introspect(options: IntrospectOptions): Promise<void> {
     }
     if (model.tables.length === 0) throw new UsageError(`${source} has no table or view to serve`);
 
+    const lost = nameSnapshotsLose(model);
+    if (lost)
+      throw new UsageError(`${source}: ${lost} cannot be declared: drizzle-kit's migration snapshots lose that name; rename it first`);
+
     const columnsModule = relative(dirname(schemaPath), join(ROOT, 'src/db/columns.js')).replace(/\\/g, '/');
     const generated = toSchemaSource(model, {
       file: file ? shown(file) : source,
       date: new Date().toISOString().slice(0, 10),
       columnsModule: columnsModule.startsWith('.') ? columnsModule : `./${columnsModule}`,
     });
-    mkdirSync(dirname(schemaPath), { recursive: true });
-    writeFileSync(schemaPath, formatted(generated.source));
-    const schema = { ...(await import(`${pathToFileURL(schemaPath).href}?t=${Date.now()}`)) } as Record<string, unknown>;
-
-    // The baseline is the database as it is; restable's own tables come after it and run at first start.
-    const baseline = await generateSQLiteDrizzleJson(schema);
-    const empty = await generateSQLiteDrizzleJson({});
-    const full = await generateSQLiteDrizzleJson({ ...schema, ...internal }, baseline.id);
-    writeMigrations(out, [
-      { tag: '0000_baseline', snapshot: baseline, statements: await generateSQLiteMigration(empty, baseline) },
-      { tag: '0001_restable_tables', snapshot: full, statements: await generateSQLiteMigration(baseline, full) },
-    ]);
     const pgFolder = join(out, 'pg');
     let pg: string;
-    if (postgres) {
-      // On PostgreSQL the baseline is PostgreSQL's: recorded there, never run; restable's tables follow it.
-      rmSync(pgFolder, { recursive: true, force: true });
-      await generatePgMigration(schema, pgFolder, 'baseline', false);
-      await generatePgMigration(schema, pgFolder, 'restable_tables');
-      await recordPgBaseline(postgres, pgFolder);
-      pg = `${shown(pgFolder)}: 0000_baseline (recorded as applied in ${source}, not run), 0001_restable_tables (applied at first start)`;
-    } else {
-      const writer = new Database(file as string, { fileMustExist: true });
-      try {
-        recordBaseline(writer, out);
-      } finally {
-        writer.close();
+    const staged = stage(schemaPath);
+    let installed = false;
+    try {
+      writeFileSync(staged.schema, formatted(generated.source));
+      const schema = { ...(await import(`${pathToFileURL(staged.schema).href}?t=${Date.now()}`)) } as Record<string, unknown>;
+
+      // The baseline is the database as it is; restable's own tables come after it and run at first start.
+      const baseline = await generateSQLiteDrizzleJson(schema);
+      const empty = await generateSQLiteDrizzleJson({});
+      const full = await generateSQLiteDrizzleJson({ ...schema, ...internal }, baseline.id);
+      writeMigrations(staged.out, [
+        { tag: '0000_baseline', snapshot: baseline, statements: await generateSQLiteMigration(empty, baseline) },
+        { tag: '0001_restable_tables', snapshot: full, statements: await generateSQLiteMigration(baseline, full) },
+      ]);
+      const stagedPg = join(staged.out, 'pg');
+      if (postgres) {
+        // On PostgreSQL the baseline is PostgreSQL's: recorded there, never run; restable's tables follow it.
+        await generatePgMigration(schema, stagedPg, 'baseline', false);
+        await generatePgMigration(schema, stagedPg, 'restable_tables');
+        pg = `${shown(pgFolder)}: 0000_baseline (recorded as applied in ${source}, not run), 0001_restable_tables (applied at first start)`;
+      } else {
+        // PostgreSQL's migrations come from the same schema (src/cli/generate.ts), or are said to be impossible.
+        try {
+          const { tag } = await generatePgMigration(schema, stagedPg, 'baseline');
+          pg = `${shown(join(pgFolder, `${tag}.sql`))} (creates the schema on an empty PostgreSQL database)`;
+        } catch (error) {
+          rmSync(stagedPg, { recursive: true, force: true });
+          pg = `none: this schema cannot be converted to PostgreSQL (${(error as Error).message.split('\n')[0]}); SQLite serves it`;
+        }
       }
-      // PostgreSQL's migrations come from the same schema (src/cli/generate.ts), or are said to be impossible.
-      try {
-        rmSync(pgFolder, { recursive: true, force: true });
-        const { tag } = await generatePgMigration(schema, pgFolder, 'baseline');
-        pg = `${shown(join(pgFolder, `${tag}.sql`))} (creates the schema on an empty PostgreSQL database)`;
-      } catch (error) {
-        rmSync(pgFolder, { recursive: true, force: true });
-        pg = `none: this schema cannot be converted to PostgreSQL (${(error as Error).message.split('\n')[0]}); SQLite serves it`;
+
+      // The database's one write comes once every file is ready, and the files take their places after it.
+      if (postgres) await recordPgBaseline(postgres, stagedPg);
+      else {
+        const writer = new Database(file as string, { fileMustExist: true });
+        try {
+          recordBaseline(writer, staged.out);
+        } finally {
+          writer.close();
+        }
       }
+      install(staged, schemaPath, out);
+      installed = true;
+    } finally {
+      unstage(staged, installed);
     }
 
     const tables = model.tables.filter((t) => t.kind === 'table');

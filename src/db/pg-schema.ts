@@ -53,6 +53,8 @@ function builderOf(column: SQLiteColumn, serverAssigned: boolean): PgColumnBuild
   const custom = customKindOf(column);
   if (custom === 'bytes') return base64Bytea(name);
   if (custom === 'untyped') return json(name);
+  // A key the client gives (SQLite does not assign it either): no identity.
+  if (custom === 'integer') return bigint(name, { mode: 'number' });
   switch (column.columnType) {
     case 'SQLiteInteger': {
       const integer = bigint(name, { mode: 'number' });
