@@ -13,7 +13,7 @@ import { closePostgres, isPostgres, openPostgres, type PostgresHandle } from './
 import * as schema from './db/schema.js';
 import { startRateLimitPrimary } from './load.js';
 import { createLogger } from './logger.js';
-import { createRegistry, RegistryError } from './resources.js';
+import { createRegistry, type Registry, RegistryError } from './resources.js';
 import { createHttpServer } from './server.js';
 import { loadPostgresStore } from './store/backend.js';
 
@@ -62,15 +62,21 @@ async function migrate(config: Config, logger: Logger): Promise<Database> {
   }
 }
 
-/** Serves HTTP in this process until told to stop (a signal, or the cluster primary). */
-async function serve(config: Config, logger: Logger): Promise<void> {
-  // A HOST that names no address is refused before the database is opened or migrated.
+/**
+ * What is refused before any database is opened, migrated or backed up (by one process, or by the
+ * cluster primary before it forks): a HOST that names no address, and a schema the service cannot
+ * serve (colliding routes, a table named like a service path). Returns the schema's registry.
+ */
+async function checkBeforeMigrating(config: Config): Promise<Registry> {
   await lookup(config.host).catch((error: NodeJS.ErrnoException) => {
     throw new ListenError(`cannot listen on ${config.host}:${config.port}: ${error.code ?? error.message} (HOST names no address)`);
   });
-  // A schema the service cannot serve (colliding routes, a table named like a service path) is refused
-  // before any database is migrated or backed up for it.
-  const registry = createRegistry(schema);
+  return createRegistry(schema);
+}
+
+/** Serves HTTP in this process until told to stop (a signal, or the cluster primary). */
+async function serve(config: Config, logger: Logger): Promise<void> {
+  const registry = await checkBeforeMigrating(config);
   const database = await migrate(config, logger);
   let app: ReturnType<typeof createApp>;
   try {
@@ -146,6 +152,7 @@ const REFORK_DELAY_MS = 1000;
 
 /** The cluster primary: migrates once, forks the workers, replaces crashed ones, stops them all. */
 async function supervise(config: Config, logger: Logger): Promise<void> {
+  await checkBeforeMigrating(config);
   await close(await migrate(config, logger));
   if (config.rateLimit) startRateLimitPrimary();
   let stopping = false;

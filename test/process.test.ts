@@ -168,10 +168,12 @@ test('a database that cannot be opened, or an address that cannot be bound, is o
       assert.is(output.trim().split('\n').length, 1, output);
     }
     // A HOST that names no address is refused before the database is made, even at the default log level.
-    const { code, output } = await runService({ DATABASE_PATH: join(temp.dir, 'e.db'), HOST: '999.1.1.1' });
-    assert.is(code, 1);
-    assert.is(output.trim().split('\n').length, 1, output);
-    assert.not.ok(existsSync(join(temp.dir, 'e.db')));
+    for (const workers of ['1', '2']) {
+      const { code, output } = await runService({ DATABASE_PATH: join(temp.dir, `e${workers}.db`), HOST: '999.1.1.1', WORKERS: workers });
+      assert.is(code, 1);
+      assert.is(output.trim().split('\n').length, 1, output);
+      assert.not.ok(existsSync(join(temp.dir, `e${workers}.db`)), `WORKERS=${workers}`);
+    }
     // Passwords in DATABASE_URL, in its user info or as query parameters, are never printed.
     const secret = await runService({ DATABASE_URL: 'postgres://u:SECRET1@127.0.0.1:1/db?password=SECRET2&sslpassword=SECRET3' });
     assert.is(secret.code, 1);
