@@ -424,7 +424,11 @@ function operation(route: Route, method: Method, options: OpenApiOptions, lists:
         responses: {
           201: {
             description: 'Created: the element (with Location and ETag), or the array of created elements in request order',
-            headers: { Location: ref('headers', 'Location'), ETag: ref('headers', 'ETag') },
+            headers: {
+              Location: ref('headers', 'Location'),
+              ETag: ref('headers', 'ETag'),
+              'Idempotent-Replayed': ref('headers', 'Idempotent-Replayed'),
+            },
             content: json(oneOrMany(element)),
           },
           ...errors(
@@ -531,6 +535,7 @@ function serviceOperation(path: string, method: Method, summary: string, produce
       ...guardAnswers,
       405: ref('responses', 'MethodNotAllowed'),
       406: ref('responses', 'NotAcceptable'),
+      ...(path === '/readyz' ? { 503: ref('responses', 'Unavailable') } : {}),
       default: ref('responses', 'Error'),
     },
   };
@@ -627,7 +632,11 @@ function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<strin
       parameters: [ref('parameters', 'Idempotency-Key')],
       requestBody: { required: true, content: json(ref('schemas', 'batch.request')) },
       responses: {
-        200: { description: 'Every operation succeeded and was committed', content: json(ref('schemas', 'batch.results')) },
+        200: {
+          description: 'Every operation succeeded and was committed',
+          headers: { 'Idempotent-Replayed': ref('headers', 'Idempotent-Replayed') },
+          content: json(ref('schemas', 'batch.results')),
+        },
         '4XX': failed,
         ...errors('POST', 'BadRequest', 'NotAcceptable', 'PayloadTooLarge', 'UnsupportedMediaType', 'Unprocessable', 'Error'),
       },
@@ -785,9 +794,8 @@ function changesPaths(
     {
       name: 'Last-Event-ID',
       in: 'header',
-      description:
-        'event stream only: resume after this seq (a reconnecting EventSource sends the id of the last event it got); wins over since',
-      schema: { type: 'string', pattern: '^(0|[1-9][0-9]{0,14})$' },
+      description: `event stream only: resume after this seq, a whole number up to ${MAX_SEQ} (a reconnecting EventSource sends the id of the last event it got); wins over since`,
+      schema: { type: 'string', pattern: '^(0|[1-9][0-9]{0,15})$' },
     },
   ];
   const ok = {
@@ -852,6 +860,7 @@ function changesPaths(
     summary: 'The methods this path supports',
     responses: {
       204: noBody('Allow lists the methods', { Allow: ref('headers', 'Allow') }),
+      400: ref('responses', 'BadRequest'),
       ...unauthorized,
       ...rateLimited,
       405: ref('responses', 'MethodNotAllowed'),
@@ -975,6 +984,11 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
         Link: { description: 'RFC 8288 link to the next page (rel="next")', schema: { type: 'string' } },
         'X-Total-Count': { description: 'rows matching the filters and q (count=true)', schema: { type: 'integer' } },
         Allow: { description: 'the methods this path supports', schema: { type: 'string' } },
+        'Idempotent-Replayed': {
+          description:
+            'true when the answer is the stored one of an earlier request with the same Idempotency-Key (nothing was created again)',
+          schema: { type: 'string', const: 'true' },
+        },
       },
       ...(options.auth
         ? {

@@ -213,13 +213,17 @@ test('operations carry their statuses, headers and problem responses', ({ doc })
   assert.equal(statuses('/healthz', 'get'), ['200', '400', '405', '406', 'default']);
   assert.equal(statuses('/healthz', 'options'), ['204', '400', '405', 'default']);
   assert.equal(statuses('/_batch', 'options'), ['204', '400', '405', 'default']);
+  assert.equal(statuses('/_changes', 'options'), ['204', '400', '405', 'default']);
+  assert.equal(statuses('/_changes/ticket', 'options'), ['204', '400', '405', 'default']);
+  assert.equal(statuses('/readyz', 'get'), ['200', '400', '405', '406', '503', 'default']);
   assert.equal(statuses('/users/{id}/pets', 'get'), ['200', '400', '404', '405', '406', 'default']);
   // 405 on every operation, the service's own paths too.
   for (const [path, item] of Object.entries<any>(doc.paths)) {
     for (const [method, operation] of Object.entries<any>(item)) assert.ok(operation.responses['405'], `${method} ${path}`);
   }
   const created = doc.paths['/users']?.post.responses['201'];
-  assert.ok(created.headers.Location && created.headers.ETag);
+  assert.ok(created.headers.Location && created.headers.ETag && created.headers['Idempotent-Replayed']);
+  assert.ok(doc.paths['/_batch']?.post.responses['200'].headers['Idempotent-Replayed']);
   assert.ok(doc.paths['/users']?.get.responses['200'].headers.Link);
   assert.ok(doc.paths['/users']?.get.responses['200'].headers['X-Total-Count']);
   assert.ok(doc.paths['/users']?.options.responses['204'].headers.Allow);
@@ -359,6 +363,14 @@ test('/_changes: the documented bounds, kinds and ticket are what the server acc
   assert.is(await status(`kinds=${kinds.join(',')}`), 200);
   assert.is(await status('kinds=nonesuch'), 400);
   assert.is(await status('kinds='), 400);
+  // Last-Event-ID: the pattern takes every seq the server takes, up to 2^53 - 1, and no other spelling.
+  const lastEventId = new RegExp(schemaOf('Last-Event-ID').pattern);
+  for (const id of ['0', '7', String(Number.MAX_SAFE_INTEGER)]) {
+    assert.ok(lastEventId.test(id), id);
+    const stream = await service.request('HEAD', '/_changes', { headers: { accept: 'text/event-stream', 'last-event-id': id } });
+    assert.is(stream.status, 200, id);
+  }
+  for (const id of ['07', '-1', '1.5', 'x']) assert.not.ok(lastEventId.test(id), id);
   // Without authentication a ticket opens nothing: one that is not valid is a bad parameter (400), and no 401 is documented.
   const refused = await service.request('GET', '/_changes?ticket=not-a-ticket');
   assert.is(refused.status, 400);
