@@ -166,6 +166,13 @@ backups('`backup` takes a consistent copy while the service is writing', async (
     const fallback = await runScript('cli/backup.js', env);
     assert.is(fallback.code, 0);
     assert.equal(readdirSync(join(temp.dir, 'backups')).length, 1);
+    // A destination the file system refuses (its folder is a file; a folder that cannot be made) is one line, exit 1.
+    for (const refused of [join(target, 'inside.db'), '/proc/restable-nowhere/copy.db']) {
+      const failure = await runScript('cli/backup.js', env, [refused]);
+      assert.is(failure.code, 1, failure.output);
+      assert.match(failure.output.trim(), /^backup: /);
+      assert.is(failure.output.trim().split('\n').length, 1, failure.output);
+    }
   } finally {
     await service.stop();
     temp.remove();

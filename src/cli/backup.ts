@@ -34,10 +34,10 @@ try {
   console.log(`backed up ${config.databasePath} to ${destination} (${megabytes} MB, integrity ok)`);
 } catch (error) {
   const message = (error as Error).message;
+  const { code, syscall } = error as { code?: string; syscall?: string };
+  // A usage, configuration, database or file system refusal (EEXIST, ENOTDIR, EACCES…: node's errors name their syscall).
   const known =
-    error instanceof ConfigError ||
-    (error as { code?: string }).code?.startsWith?.('SQLITE_') ||
-    (error as { code?: string }).code?.startsWith?.('ERR_PARSE_ARGS');
+    error instanceof ConfigError || code?.startsWith?.('SQLITE_') || code?.startsWith?.('ERR_PARSE_ARGS') || syscall !== undefined;
   if (!known) throw error;
   console.error(`backup: ${message}`);
   process.exitCode = 1;

@@ -1,8 +1,8 @@
 // Online, consistent copies of the SQLite file with better-sqlite3's backup API (safe while the
 // service is writing), and where they go by default: a backups/ folder beside the database.
-import { mkdirSync } from 'node:fs';
 import { basename, dirname, extname, join } from 'node:path';
 import Database from 'better-sqlite3';
+import { makeDirectory } from './client.js';
 
 export interface BackupProgress {
   totalPages: number;
@@ -25,7 +25,7 @@ export async function backupDatabase(
   destination: string,
   onProgress?: (p: BackupProgress) => void,
 ): Promise<string> {
-  mkdirSync(dirname(destination), { recursive: true });
+  makeDirectory(dirname(destination));
   await sqlite.backup(destination, {
     progress: (info) => {
       onProgress?.(info);

@@ -44,7 +44,7 @@ function useWal(sqlite: Database.Database): void {
  * Makes `dir` and its missing parents one level at a time: node's own `recursive` mkdirSync never
  * returns for some paths (under /proc, it loops), where a single mkdir fails at once.
  */
-function makeDirectory(dir: string): void {
+export function makeDirectory(dir: string): void {
   const missing: string[] = [];
   for (let at = dir; !existsSync(at) && dirname(at) !== at; at = dirname(at)) missing.push(at);
   for (const level of missing.reverse()) mkdirSync(level);
