@@ -286,7 +286,13 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
       throw new RegistryError(`view "${name}": field "${key}" must be a column (declare the view with its columns)`);
   }
   const keyFields = view ? [] : keyColumnsOf(source, columns);
-  const serverManaged = new Set<string>(SERVER_MANAGED_FIELDS.filter((key) => key in columns));
+  // Server-managed: the timestamps, and a generated column (its value is the database's to compute).
+  const serverManaged = new Set<string>([
+    ...SERVER_MANAGED_FIELDS.filter((key) => key in columns),
+    ...Object.entries(columns)
+      .filter(([, column]) => column.generated?.type === 'always')
+      .map(([key]) => key),
+  ]);
   const readOnly = new Set([...keyFields, ...serverManaged]);
   const sole = keyFields.length === 1 ? (columns[keyFields[0] as string] as SQLiteColumn) : undefined;
   // A sole integer key is a rowid the database assigns, unless it is also a foreign key (a one-to-one

@@ -430,3 +430,53 @@ childNamedLikeField('serves the field, and the related path under its own name',
 });
 
 childNamedLikeField.run();
+
+const generatedColumns = suite<Omit<Context, 'resources'>>('an existing database: generated columns are the database’s to compute');
+
+generatedColumns.before(async (ctx) => {
+  ctx.run = await introspectFixture((path) => {
+    const db = new Database(path);
+    db.exec(`CREATE TABLE "Defs" ("id" INTEGER PRIMARY KEY, "n" INTEGER NOT NULL,
+               "twice" INTEGER GENERATED ALWAYS AS ("n" * 2) VIRTUAL, "next" INTEGER AS ("n" + 1) STORED);
+             INSERT INTO "Defs" ("n") VALUES (1), (2);`);
+    db.close();
+    return path;
+  });
+  ctx.service = await startService({ schema: ctx.run.schema, migrationsFolder: ctx.run.out, env: { DATABASE_PATH: ctx.run.db } });
+});
+
+generatedColumns.after(async (ctx) => {
+  await ctx.service?.close();
+  ctx.run?.remove();
+});
+
+generatedColumns('served, computed on every write, sent back unchanged with PUT, and never set by a client', async ({ service }) => {
+  assert.equal((await service.request('GET', '/Defs/2')).body, { id: 2, n: 2, twice: 4, next: 3 });
+  const created = await service.request('POST', '/Defs', { body: { n: 5 } });
+  assert.is(created.status, 201, created.text);
+  assert.equal(created.body, { id: 3, n: 5, twice: 10, next: 6 });
+  // A representation fetched with GET goes back with PUT (API.md §2), the other fields changed.
+  const replaced = await service.request('PUT', '/Defs/3', { body: { ...created.body, n: 7 } });
+  assert.is(replaced.status, 200, replaced.text);
+  assert.equal(replaced.body, { id: 3, n: 7, twice: 14, next: 8 });
+  const patched = await service.request('PATCH', '/Defs/3', { body: { n: 1 } });
+  assert.is(patched.status, 200, patched.text);
+  assert.equal(patched.body, { id: 3, n: 1, twice: 2, next: 2 });
+  // Another value for a generated field is a 422 naming it, on every write.
+  for (const [method, path, body] of [
+    ['POST', '/Defs', { n: 1, twice: 2 }],
+    ['PUT', '/Defs/3', { n: 1, twice: 99, next: 2 }],
+    ['PATCH', '/Defs/3', { next: 5 }],
+  ] as const) {
+    const reply = await service.request(method, path, { body });
+    assertProblem(reply, 422);
+    assert.ok(
+      reply.body.errors.some((e: { path: string }) => e.path === 'twice' || e.path === 'next'),
+      `${method} ${path}: ${reply.text}`,
+    );
+  }
+  assert.equal((await service.request('GET', '/Defs/3')).body, { id: 3, n: 1, twice: 2, next: 2 });
+  assert.equal((await service.request('GET', '/Defs?twice[gt]=3&fields=id')).body, [{ id: 2 }]);
+});
+
+generatedColumns.run();

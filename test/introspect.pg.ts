@@ -158,7 +158,10 @@ givenKey.before(async (ctx) => {
   writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
   const file = join(dir, 'keys.db');
   const sqlite = new Database(file);
-  sqlite.exec('CREATE TABLE "IntKey" ("id" INT PRIMARY KEY, "v" TEXT);');
+  sqlite.exec(
+    'CREATE TABLE "IntKey" ("id" INT PRIMARY KEY, "v" TEXT);' +
+      'CREATE TABLE "Defs" ("id" INTEGER PRIMARY KEY, "n" INTEGER NOT NULL, "twice" INTEGER GENERATED ALWAYS AS ("n" * 2) VIRTUAL);',
+  );
   sqlite.close();
   const out = join(dir, 'migrations');
   await introspect({ file, schema: join(dir, 'schema.ts'), out, log: () => {} });
@@ -187,6 +190,16 @@ givenKey('is a bigint the database does not assign: a create needs it, and it fi
   assert.is(created.headers.get('location'), '/IntKey/7');
   assert.equal((await service.request('GET', '/IntKey?id[gt]=5')).body, [{ id: 7, v: 'a' }]);
   assert.equal((await service.request('GET', '/IntKey/7')).body, { id: 7, v: 'a' });
+});
+
+givenKey('a generated column is generated on PostgreSQL too: computed on every write, never set by a client', async ({ service }) => {
+  const created = await service.request('POST', '/Defs', { body: { n: 5 } });
+  assert.is(created.status, 201, created.text);
+  assert.equal(created.body, { id: 1, n: 5, twice: 10 });
+  const replaced = await service.request('PUT', '/Defs/1', { body: { ...created.body, n: 7 } });
+  assert.equal(replaced.body, { id: 1, n: 7, twice: 14 });
+  assert.equal((await service.request('PATCH', '/Defs/1', { body: { n: 1 } })).body, { id: 1, n: 1, twice: 2 });
+  assert.is((await service.request('PATCH', '/Defs/1', { body: { twice: 4 } })).status, 422);
 });
 
 givenKey.run();

@@ -98,6 +98,7 @@ function columnOf(column: SQLiteColumn, soleKey: boolean, serverAssigned: boolea
     default(value: unknown): typeof b;
     $defaultFn(fn: () => unknown): typeof b;
     $onUpdateFn(fn: () => unknown): typeof b;
+    generatedAlwaysAs(as: SQL): typeof b;
   };
   if (soleKey) b = b.primaryKey();
   else if (column.notNull) b = b.notNull();
@@ -105,6 +106,9 @@ function columnOf(column: SQLiteColumn, soleKey: boolean, serverAssigned: boolea
   if (column.default !== undefined) b = b.default(column.default);
   if (column.defaultFn) b = b.$defaultFn(column.defaultFn);
   if (column.onUpdateFn) b = b.$onUpdateFn(column.onUpdateFn);
+  // PostgreSQL has stored generated columns only: a virtual one is stored there (the same values). Its
+  // expression is copied as written: it must mean the same in both dialects, as a view's query must.
+  if (column.generated?.type === 'always') b = b.generatedAlwaysAs(column.generated.as as SQL);
   return b as unknown as PgColumnBuilderBase;
 }
 
