@@ -5,9 +5,9 @@ import contentType from 'content-type';
 import Negotiator from 'negotiator';
 import getRawBody from 'raw-body';
 import { etagOf } from './conditional.js';
+import { lingerAfterResponse, sendContinue } from './connection.js';
 import { ApiError, type FieldError, MAX_REPORTED_ERRORS, type ProblemResponse, unlistedErrors } from './errors.js';
 import { bodyBudgetOf, overBudget } from './load.js';
-import { lingerAfterResponse } from './server.js';
 import { checkJsonDocument, checkJsonText, MAX_JSON_DEPTH } from './validation.js';
 
 /** Stops raw-body (it gives up on a stream error) when the bodies in flight hold the whole budget. */
@@ -35,6 +35,7 @@ async function readText(req: IncomingMessage, limit: number): Promise<string> {
   const budget = bodyBudgetOf(req);
   const count = (chunk: Buffer) => budget?.take(chunk.length) || req.emit('error', OVER_BUDGET);
   if (budget) req.on('data', count); // attached in the same tick as raw-body's listener: no chunk is missed
+  sendContinue(req);
   try {
     bytes = await getRawBody(req, { limit });
   } catch (error) {
@@ -223,11 +224,25 @@ export function sendEmpty(res: ServerResponse, status: number, headers: Record<s
   res.end();
 }
 
-/** Sends an RFC 9457 problem as application/problem+json. */
+/** Whether a request announced a body (a length above zero, or chunks). */
+const announcesBody = (req: IncomingMessage) =>
+  req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0');
+
+/**
+ * Sends an RFC 9457 problem as application/problem+json. A refusal sent before the request's body
+ * arrived whole (a 401, a 404, a 415… decided on the headers) closes the connection, lingering: the
+ * rest of the body is not read (and a client that waited for `100 Continue` need not send it).
+ */
 export function sendProblem(res: ServerResponse, problem: ProblemResponse): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  writeBody(res, problem.status, 'application/problem+json', JSON.stringify(problem.body), problem.headers);
+  let { headers } = problem;
+  const req = res.req as IncomingMessage | undefined;
+  if (req && !req.complete && headers.Connection === undefined && announcesBody(req)) {
+    headers = { ...headers, Connection: 'close' };
+    lingerAfterResponse(req.socket);
+  }
+  writeBody(res, problem.status, 'application/problem+json', JSON.stringify(problem.body), headers);
 }

@@ -1,40 +1,15 @@
 // The node:http server around the app: timeouts that bound slow clients, and requests Node itself
 // would answer or drop (malformed, timed out, CONNECT) given a problem body, a request id and a log line.
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
+import { continueWhenRead, linger } from './connection.js';
 import { IdentifiedResponse, requestIdOf, SECURITY_HEADER_LINES } from './guards.js';
 
 const KEEP_ALIVE_TIMEOUT_MS = 5000;
-/** How long a refused client gets to read its answer before the socket is destroyed anyway. */
-const LINGER_MS = 1000;
-
 /** Where a refusal is logged: one warn line, as the request log would write it (no headers, no body). */
 type RefusalLog = Pick<Logger, 'warn'> | undefined;
-
-/**
- * Lets a socket whose side the server has ended close in stages (RFC 9112 §9.6): what the client
- * still sends is read and dropped until it closes its side, or for LINGER_MS, and only then is the
- * socket destroyed. Destroying at once would reset the connection while the client's unread bytes
- * are pending, and the client might never see the answer it was sent.
- */
-function linger(socket: Duplex): void {
-  const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref();
-  socket.once('close', () => clearTimeout(timer));
-}
-
-/**
- * Makes the close that follows the current response (`Connection: close`) a lingering one: for an
- * answer sent before the request's body was read (a 413), whose client is still uploading.
- */
-export function lingerAfterResponse(socket: Socket): void {
-  socket.destroySoon = function lingeringClose(this: Socket) {
-    this.end();
-    linger(this);
-  };
-}
 
 /**
  * Writes a problem answer on a raw socket and closes it for good, lingering (see linger). A request
@@ -109,6 +84,12 @@ export function createHttpServer(
     refuse(log, socket, PARSE_FAILURES[error.code ?? ''] ?? UNREADABLE),
   );
   server.on('connect', (req: IncomingMessage, socket: Duplex) => refuse(log, socket, TUNNEL, req.headers['x-request-id']));
+  // Expect: 100-continue: the 100 goes out when the body is read, so a request refused on its headers
+  // (401, 404, 415…) gets its final answer instead, and the client never sends the body.
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    continueWhenRead(req, res);
+    listener(req, res);
+  });
   // An Expect other than 100-continue goes to the app like any request; its guards answer 417.
   server.on('checkExpectation', listener);
   return server;

@@ -321,6 +321,38 @@ authenticated('absolute-form and * targets need the token like any other', async
   assert.is(allowed.status, 204);
 });
 
+/** Sends `head` on a new connection, then `body` once `100 Continue` arrives (if it does); returns all the server sent until it closed. */
+function expectingContinue(url: string, head: string, body: string): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(portOf(url), '127.0.0.1', () => socket.write(head));
+    let received = '';
+    socket.on('data', (chunk) => {
+      received += chunk;
+      if (received.startsWith('HTTP/1.1 100 Continue\r\n\r\n') && !socket.writableEnded) socket.end(body);
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => resolve(received));
+  });
+}
+
+authenticated('a body is neither asked for (100 Continue) nor read when the request is refused on its headers', async ({ service }) => {
+  const body = JSON.stringify({ name: 'Expecting', email: 'expecting@example.com' });
+  const head = (auth: string) =>
+    `POST /users HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: ${body.length}\r\n` +
+    'Expect: 100-continue\r\nConnection: close\r\n\r\n';
+  const refused = await expectingContinue(service.url, head(''), body);
+  assert.match(refused, /^HTTP\/1\.1 401 /);
+  assert.not.match(refused, /100 Continue/);
+  const accepted = await expectingContinue(service.url, head(`Authorization: Bearer ${'a'.repeat(32)}\r\n`), body);
+  assert.match(accepted, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 201 /);
+  // Without Expect: a refusal on the headers closes the connection instead of reading a huge body to its end.
+  const huge = pendingPost(service.url, '/users', 50 * 1024 * 1024, 1024);
+  const answer = await huge.response;
+  assert.is(answer.statusCode, 401);
+  assert.is(answer.headers.connection, 'close');
+  huge.abort();
+});
+
 authenticated.run();
 
 // 11. Work in flight

@@ -1,0 +1,46 @@
+// How a connection ends and when a client may send its body: a close in stages after an answer sent
+// before the request was read whole (RFC 9112 §9.6), and `100 Continue` only once the body is read.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+
+/** How long a refused client gets to read its answer before the socket is destroyed anyway. */
+const LINGER_MS = 1000;
+
+/**
+ * Lets a socket whose side the server has ended close in stages (RFC 9112 §9.6): what the client
+ * still sends is read and dropped until it closes its side, or for LINGER_MS, and only then is the
+ * socket destroyed. Destroying at once would reset the connection while the client's unread bytes
+ * are pending, and the client might never see the answer it was sent.
+ */
+export function linger(socket: Duplex): void {
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref();
+  socket.once('close', () => clearTimeout(timer));
+}
+
+/**
+ * Makes the close that follows the current response (`Connection: close`) a lingering one: for an
+ * answer sent before the request's body was read (a 413), whose client is still uploading.
+ */
+export function lingerAfterResponse(socket: Socket): void {
+  socket.destroySoon = function lingeringClose(this: Socket) {
+    this.end();
+    linger(this);
+  };
+}
+
+/** The responses whose request asked to be told to send its body (`Expect: 100-continue`), by request. */
+const awaitingContinue = new WeakMap<IncomingMessage, ServerResponse>();
+
+/** Notes that `req` waits for `100 Continue` before it sends its body (Node then sends none by itself). */
+export function continueWhenRead(req: IncomingMessage, res: ServerResponse): void {
+  awaitingContinue.set(req, res);
+}
+
+/** Tells a client that waits for it to send the body, now that the body is to be read: once, and only if it waits. */
+export function sendContinue(req: IncomingMessage): void {
+  const res = awaitingContinue.get(req);
+  if (res === undefined) return;
+  awaitingContinue.delete(req);
+  res.writeContinue();
+}
