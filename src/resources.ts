@@ -57,6 +57,15 @@ export interface ForeignKey {
   onDelete: string;
 }
 
+/** A single-column foreign key to a served kind: to its key (a ForeignKey too), or to another unique field. */
+export interface Reference {
+  /** The child's field holding the value. */
+  field: string;
+  parent: Resource;
+  /** The parent's field it names. */
+  target: Field;
+}
+
 export interface Resource {
   /** The SQL table (or view) name, which is also the collection's path segment (percent-encoded). */
   name: string;
@@ -84,7 +93,10 @@ export interface Resource {
   replaceSchema: z.ZodObject;
   foreignKeys: ForeignKey[];
   /** The foreign keys of other kinds that point at this one. */
-  referencedBy: { child: Resource; field: string; onDelete: string }[];
+  /** Every foreign key to this kind (`field`: the child's fields), whether it names the key (`byKey`) or another unique field. */
+  referencedBy: { child: Resource; field: string; onDelete: string; byKey: boolean }[];
+  /** Every single-column foreign key of this kind to a served kind, for a 422 naming the field that names nothing. */
+  references: Reference[];
   /** Primary key and server-managed fields: never changed by a client. */
   readOnly: Set<string>;
   /** The field key of an SQL column name (for constraint errors). */
@@ -341,6 +353,7 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
     },
     foreignKeys: [],
     referencedBy: [],
+    references: [],
     readOnly,
     fieldOfColumn: new Map(fields.map((f) => [f.column.name, f.key])),
     expansions: new Map(),
@@ -411,13 +424,18 @@ function toRelations(resources: Resource[], schema: Record<string, unknown>): Re
     const foreignKeys = getTableConfig(child.table).foreignKeys.map((fk) => ({ fk, ref: fk.reference() }));
     for (const { fk, ref } of foreignKeys) {
       const parent = byTable.get(ref.foreignTable);
+      if (!parent) continue;
       const column = ref.columns[0] as SQLiteColumn;
-      // A related path needs a parent element named by one key column (a composite reference names no single path).
-      if (!parent || ref.columns.length !== 1 || parent.key.length !== 1 || ref.foreignColumns[0] !== parent.key[0]?.column) continue;
       const field = child.fieldOfColumn.get(column.name) as string;
       const onDelete = fk.onDelete ?? 'no action';
+      const byKey = ref.columns.length === 1 && parent.key.length === 1 && ref.foreignColumns[0] === parent.key[0]?.column;
+      const fields = ref.columns.map((c) => child.fieldOfColumn.get(c.name) as string);
+      parent.referencedBy.push({ child, field: fields.join(', '), onDelete, byKey });
+      const target = parent.fields.find((f) => f.column === ref.foreignColumns[0]);
+      if (ref.columns.length === 1 && target) child.references.push({ field, parent, target });
+      // A related path needs a parent element named by one key column (a composite reference names no single path).
+      if (!byKey) continue;
       child.foreignKeys.push({ field, parent, onDelete });
-      parent.referencedBy.push({ child, field, onDelete });
       const siblings = foreignKeys.filter((other) => other.ref.foreignTable === ref.foreignTable);
       const name = explicit.many.get(column) ?? (siblings.length === 1 ? child.name : undefined);
       if (!name) {

@@ -480,3 +480,47 @@ generatedColumns('served, computed on every write, sent back unchanged with PUT,
 });
 
 generatedColumns.run();
+
+const uniqueReferences = suite<Omit<Context, 'resources'>>('an existing database: foreign keys to a unique field other than the key');
+
+uniqueReferences.before(async (ctx) => {
+  ctx.run = await introspectFixture((path) => {
+    const db = new Database(path);
+    db.exec(`CREATE TABLE "Employee" ("id" INTEGER PRIMARY KEY, "email" TEXT NOT NULL UNIQUE);
+             CREATE TABLE "Desk" ("id" INTEGER PRIMARY KEY, "code" TEXT NOT NULL UNIQUE);
+             CREATE TABLE "Mail" ("id" INTEGER PRIMARY KEY, "to" TEXT REFERENCES "Employee" ("email"), "desk" TEXT REFERENCES "Desk" ("code"));
+             INSERT INTO "Employee" VALUES (1, 'ada@example.com'), (2, 'bob@example.com');
+             INSERT INTO "Desk" VALUES (1, 'D1');
+             INSERT INTO "Mail" VALUES (1, 'ada@example.com', 'D1');`);
+    db.close();
+    return path;
+  });
+  ctx.service = await startService({ schema: ctx.run.schema, migrationsFolder: ctx.run.out, env: { DATABASE_PATH: ctx.run.db } });
+});
+
+uniqueReferences.after(async (ctx) => {
+  await ctx.service?.close();
+  ctx.run?.remove();
+});
+
+uniqueReferences(
+  'a value naming nothing is a 422 naming each field; changing or deleting a named one is a 409 naming who names it',
+  async ({ service }) => {
+    const dangling = await service.request('POST', '/Mail', { body: { to: 'nobody@example.com', desk: 'D9' } });
+    assertProblem(dangling, 422);
+    assert.equal(dangling.body.errors, [
+      { path: 'to', message: 'names no Employee element' },
+      { path: 'desk', message: 'names no Desk element' },
+    ]);
+    assert.is((await service.request('POST', '/Mail', { body: { to: 'bob@example.com', desk: 'D1' } })).status, 201);
+    const renamed = await service.request('PATCH', '/Employee/1', { body: { email: 'ada@elsewhere.example' } });
+    assertProblem(renamed, 409);
+    assert.match(renamed.body.detail, /still referenced by Mail \(to\)/);
+    const deleted = await service.request('DELETE', '/Employee/2');
+    assertProblem(deleted, 409);
+    assert.match(deleted.body.detail, /still referenced by Mail \(to\)/);
+    assert.is((await service.request('GET', '/Employee/1')).body.email, 'ada@example.com');
+  },
+);
+
+uniqueReferences.run();

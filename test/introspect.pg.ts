@@ -160,7 +160,10 @@ givenKey.before(async (ctx) => {
   const sqlite = new Database(file);
   sqlite.exec(
     'CREATE TABLE "IntKey" ("id" INT PRIMARY KEY, "v" TEXT);' +
-      'CREATE TABLE "Defs" ("id" INTEGER PRIMARY KEY, "n" INTEGER NOT NULL, "twice" INTEGER GENERATED ALWAYS AS ("n" * 2) VIRTUAL);',
+      'CREATE TABLE "Defs" ("id" INTEGER PRIMARY KEY, "n" INTEGER NOT NULL, "twice" INTEGER GENERATED ALWAYS AS ("n" * 2) VIRTUAL);' +
+      'CREATE TABLE "Employee" ("id" INTEGER PRIMARY KEY, "email" TEXT NOT NULL UNIQUE);' +
+      'CREATE TABLE "Desk" ("id" INTEGER PRIMARY KEY, "code" TEXT NOT NULL UNIQUE);' +
+      'CREATE TABLE "Mail" ("id" INTEGER PRIMARY KEY, "to" TEXT REFERENCES "Employee" ("email"), "desk" TEXT REFERENCES "Desk" ("code"));',
   );
   sqlite.close();
   const out = join(dir, 'migrations');
@@ -200,6 +203,24 @@ givenKey('a generated column is generated on PostgreSQL too: computed on every w
   assert.equal(replaced.body, { id: 1, n: 7, twice: 14 });
   assert.equal((await service.request('PATCH', '/Defs/1', { body: { n: 1 } })).body, { id: 1, n: 1, twice: 2 });
   assert.is((await service.request('PATCH', '/Defs/1', { body: { twice: 4 } })).status, 422);
+});
+
+givenKey('foreign keys to a unique field other than the key: a 422 naming each field, a 409 naming who names it', async ({ service }) => {
+  assert.is((await service.request('POST', '/Employee', { body: { email: 'ada@example.com' } })).status, 201);
+  assert.is((await service.request('POST', '/Desk', { body: { code: 'D1' } })).status, 201);
+  const dangling = await service.request('POST', '/Mail', { body: { to: 'nobody@example.com', desk: 'D9' } });
+  assert.is(dangling.status, 422, dangling.text);
+  assert.equal(dangling.body.errors, [
+    { path: 'to', message: 'names no Employee element' },
+    { path: 'desk', message: 'names no Desk element' },
+  ]);
+  assert.is((await service.request('POST', '/Mail', { body: { to: 'ada@example.com', desk: 'D1' } })).status, 201);
+  const renamed = await service.request('PATCH', '/Employee/1', { body: { email: 'ada@elsewhere.example' } });
+  assert.is(renamed.status, 409, renamed.text);
+  assert.match(renamed.body.detail, /still referenced by Mail \(to\)/);
+  const deleted = await service.request('DELETE', '/Employee/1');
+  assert.is(deleted.status, 409, deleted.text);
+  assert.match(deleted.body.detail, /still referenced by Mail \(to\)/);
 });
 
 givenKey.run();

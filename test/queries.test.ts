@@ -262,6 +262,12 @@ http('contains and startsWith compare every character, a NUL included', async ({
   }
   const longer = await service.request('GET', '/pets?name[startsWith]=Nul%00Bytes');
   assert.equal(longer.body, []);
+  // An empty value is a prefix of every name, the empty one included.
+  const empty = (await service.request('POST', '/pets', { body: { name: '', species: 'cat' } })).body;
+  const all = await service.request('GET', '/pets?name[startsWith]=&count=true&limit=1');
+  assert.is(all.headers.get('x-total-count'), (await service.request('GET', '/pets?count=true&limit=1')).headers.get('x-total-count'));
+  assert.equal((await service.request('GET', `/pets?name[startsWith]=&id=${empty.id}`)).body.length, 1);
+  assert.is((await service.request('DELETE', `/pets/${empty.id}`)).status, 204);
   assert.is((await service.request('DELETE', `/pets/${nul.id}`)).status, 204);
 });
 

@@ -94,7 +94,8 @@ export function writeError(resource: Resource, action: 'write' | 'remove', error
     case '23505':
       return refusals.taken(resource, fieldsOf(columnsInDetail(e.detail)), error);
     case '23503':
-      return action === 'remove'
+      // A write that changes a field other elements name (not the key: no write changes it) is refused like a delete.
+      return action === 'remove' || e.detail?.includes(' is still referenced from table ')
         ? refusals.stillReferenced(resource, error)
         : refusals.missingParent(resource, fieldsOf(columnsInDetail(e.detail)), error);
     case '23502': {

@@ -316,10 +316,10 @@ function createKindStore(
    * parent created earlier in the same refused bulk is gone by the time it is asked.
    */
   const parentChecks = onFirstUse(() =>
-    resource.foreignKeys.map(({ field, parent }) => {
+    resource.references.map(({ field, parent, target }) => {
       const column = columnOf(resource.fields.find((f) => f.key === field) as Field);
       const query = new PgDialect().sqlToQuery(
-        sql`select 1 from ${sql.identifier(parent.name)} where ${sql.identifier((parent.key[0] as Field).column.name)} = ${sql.placeholder('value')}`,
+        sql`select 1 from ${sql.identifier(parent.name)} where ${sql.identifier(target.column.name)} = ${sql.placeholder('value')}`,
       );
       return { field, column, text: parent === resource ? undefined : query.sql };
     }),
@@ -380,7 +380,8 @@ function createKindStore(
     const refusal = async (action: 'write' | 'remove', error: unknown): Promise<unknown> => {
       const mapped = toApiError(action, error);
       const refused = action === 'write' ? refusedRowOf(error) : undefined;
-      if (!refused || resource.foreignKeys.length < 2) return mapped;
+      // Only a reference to nothing (a 422) can name more fields; a change under referencing elements is a 409 as it is.
+      if (!refused || resource.references.length < 2 || !(mapped instanceof ApiError && mapped.code === 'unprocessable')) return mapped;
       const named = (toApiError(action, refused.error) as ApiError).errors?.map((e) => e.path) ?? [];
       try {
         const missing: string[] = [];

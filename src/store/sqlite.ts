@@ -119,8 +119,9 @@ const SQLITE_LIST: ListDialect = {
   column: (field) => field.column,
   text: (field) => sql`${field.column}`,
   contains: (text, p) => sql`instr(${text}, ${p}) > 0`,
-  // Compared as bytes: length() of a text stops at its first NUL, a BLOB's does not (a UTF-8 prefix is a prefix of characters).
-  startsWith: (text, p) => sql`substr(CAST(${text} AS BLOB), 1, length(CAST(${p} AS BLOB))) = CAST(${p} AS BLOB)`,
+  // instr counts bytes, so a NUL in either counts (length() of a text stops at its first NUL), and an empty
+  // value is a prefix of every text, an empty one included (substr of an empty BLOB is NULL).
+  startsWith: (text, p) => sql`instr(${text}, ${p}) = 1`,
   ordered: (field) => sql`${field.column}`,
   orderBy: ({ field, descending }) => (descending ? desc(field.column) : asc(field.column)),
   // A JSON array bound once: the same prepared statement for any number of values.
@@ -317,14 +318,14 @@ function createKindStore(
   const parentStatements = onFirstUse(
     () =>
       new Map(
-        resource.foreignKeys.map(({ field, parent }) => [
+        resource.references.map(({ field, parent, target }) => [
           field,
           prepare(
             sqlite,
             db
               .select({ one: sql`1` })
               .from(parent.table)
-              .where(keyCondition(parent.key.map((f) => f.column))),
+              .where(keyCondition([target.column])),
           ).statement,
         ]),
       ),
@@ -333,12 +334,23 @@ function createKindStore(
   /** After SQLite refused a foreign key: the fields of `row` that name no parent, for a 422 that says which. */
   function missingParents(row: Row): string[] {
     const statements = parentStatements();
-    return resource.foreignKeys
-      .filter(({ field, parent }) => {
+    return resource.references
+      .filter(({ field, target }) => {
         const value = row[field];
-        return value !== null && value !== undefined && !statements.get(field)?.get(encoded((parent.key[0] as Field).column, value));
+        return value !== null && value !== undefined && !statements.get(field)?.get(encoded(target.column, value));
       })
       .map(({ field }) => field);
+  }
+
+  /**
+   * A refused foreign key of a write: fields of the row that name nothing (422); else, when elements of
+   * another kind name a field of this one other than its key (which no write changes), the change of that
+   * field under them (409, as a delete would be).
+   */
+  function refusedReference(row: Row | undefined, error: unknown): ApiError {
+    const missing = row ? missingParents(row) : [];
+    if (missing.length === 0 && resource.referencedBy.some((r) => !r.byKey)) return refusals.stillReferenced(resource, error);
+    return refusals.missingParent(resource, missing, error);
   }
 
   /** A constraint failure of a write as the client's error; anything else unchanged. */
@@ -348,9 +360,7 @@ function createKindStore(
       case 'unique':
         return refusals.taken(resource, constrainedFields(resource, (sqliteError as Error).message), error);
       case 'foreignKey':
-        return action === 'remove'
-          ? refusals.stillReferenced(resource, error)
-          : refusals.missingParent(resource, row ? missingParents(row) : [], error);
+        return action === 'remove' ? refusals.stillReferenced(resource, error) : refusedReference(row, error);
       case 'constraint':
         return refusals.constraint(resource, error);
       case 'unavailable':

@@ -122,7 +122,9 @@ export const refusals = {
     // The kinds whose foreign keys may block a delete of this kind: all but SET NULL / SET DEFAULT / CASCADE ones.
     const blocking = resource.referencedBy.filter((r) => !['set null', 'set default', 'cascade'].includes(r.onDelete));
     const referrers = blocking.map((r) => `${r.child.name} (${r.field})`).join(' or ') || 'other elements';
-    return new ApiError('conflict', `This ${resource.name} element is still referenced by ${referrers}; remove those first.`, { cause });
+    return new ApiError('conflict', `This ${resource.name} element is still referenced by ${referrers}; change or remove those first.`, {
+      cause,
+    });
   },
   /** `fields`: those that name no parent, when they can be told. */
   missingParent: (resource: Resource, fields: string[], cause: unknown) =>
@@ -130,7 +132,7 @@ export const refusals = {
       ...(fields.length > 0 && {
         errors: fields.map((path) => ({
           path,
-          message: `names no ${resource.foreignKeys.find((fk) => fk.field === path)?.parent.name ?? 'parent'} element`,
+          message: `names no ${resource.references.find((r) => r.field === path)?.parent.name ?? 'parent'} element`,
         })),
       }),
       cause,
