@@ -168,6 +168,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
   const idsByCollection = new Map<string, string>();
   function referenceFor(field: string): string | undefined {
     const stem = field.replace(/_?[iI]d$/, '').toLowerCase();
+    if (stem === '') return undefined; // `id` itself is a key, not a reference
     for (const [collection, id] of idsByCollection) {
       if (collection.split('/').pop()?.toLowerCase().startsWith(stem)) return id;
     }
@@ -197,7 +198,10 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
       case 'integer':
       case 'number': {
         const ref = /id$/i.test(name) ? referenceFor(name) : undefined;
-        return ref !== undefined ? Number(ref) : Math.max(1, s.minimum ?? 1);
+        if (ref !== undefined) return Number(ref);
+        // A key the client gives must be new on every create: numbered within this run, far from small ids.
+        if (/^id$/i.test(name)) return 1_000_000 + (Number.parseInt(run, 16) % 1_000_000) * 1000 + ++counter;
+        return Math.max(1, s.minimum ?? 1);
       }
       case 'boolean':
         return true;
