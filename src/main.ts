@@ -25,9 +25,11 @@ class ListenError extends Error {
 type Database = DatabaseHandle | PostgresHandle;
 
 /** Closes either engine's handle (PostgreSQL: waits for connections in use, then ends the pool). */
-async function close(database: Database): Promise<void> {
+/** Closes the database; for SQLite, returns why its WAL could not be checkpointed, if it could not. */
+async function close(database: Database): Promise<string | undefined> {
   if (isPostgres(database)) await closePostgres(database);
-  else closeDatabase(database);
+  else return closeDatabase(database);
+  return undefined;
 }
 
 /** Connects to PostgreSQL and applies its pending migrations (one instance at a time: an advisory lock). */
@@ -129,8 +131,14 @@ async function serve(config: Config, logger: Logger): Promise<void> {
     server.close(async () => {
       clearTimeout(force);
       app.close();
-      await close(database);
-      logger.info(isPostgres(database) ? 'stopped: connection pool drained and closed' : 'stopped: database checkpointed and closed');
+      const unchecked = await close(database);
+      if (isPostgres(database)) logger.info('stopped: connection pool drained and closed');
+      else if (unchecked)
+        logger.warn(
+          { reason: unchecked },
+          'stopped: database closed; its WAL could not be checkpointed (it is replayed at the next start)',
+        );
+      else logger.info('stopped: database checkpointed and closed');
       process.exitCode = 0;
       if (cluster.isWorker) process.disconnect();
     });

@@ -2,11 +2,12 @@
 // when the disk fills up, writes answer 503, reads keep working, /readyz says why, nothing is
 // half-written, and the service recovers by itself once space returns.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { closeDatabase, MIN_FREE_BYTES, openDatabase, probeWrite } from '../src/db/client.js';
 import { userSample } from './fixtures.js';
 import { fill, type Service, startService } from './helpers.js';
 
@@ -60,6 +61,25 @@ test('writes answer 503, reads keep working, /readyz says why, and it recovers w
   assert.is(service.database.sqlite.pragma('integrity_check', { simple: true }), 'ok');
   const count = Number((await service.request('GET', '/users?count=true&limit=1')).headers.get('x-total-count'));
   assert.is(count, 2 + statuses.filter((s) => s === 201).length, 'no refused write was half-stored');
+});
+
+test('the readiness probe asks for room to write, not for one page: under MIN_FREE_BYTES free it fails', async ({ dir }) => {
+  // A database of its own on the same small disk, healthy: one page could still be written.
+  const database = openDatabase(join(dir, 'probe.db'), 'FULL');
+  try {
+    assert.is(probeWrite(database), undefined);
+    const spacer = join(dir, 'spacer');
+    writeFileSync(spacer, Buffer.alloc(512 * 1024));
+    const filler = fill(dir);
+    rmSync(spacer);
+    const { bavail, bsize } = statfsSync(dir);
+    assert.ok(bavail * bsize < MIN_FREE_BYTES, `${bavail * bsize} bytes free`);
+    assert.match(probeWrite(database) ?? '', /^the disk holding the database has \d+ bytes free$/);
+    rmSync(filler);
+    assert.is(probeWrite(database), undefined);
+  } finally {
+    closeDatabase(database);
+  }
 });
 
 test.run();

@@ -1,6 +1,6 @@
 // Opens the SQLite file with the pragmas the service relies on, and closes it cleanly.
 // It owns no global handle: callers keep what openDatabase returns and pass it on.
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { type BetterSQLite3Database, drizzle } from 'drizzle-orm/better-sqlite3';
@@ -78,12 +78,24 @@ export class DatabaseOpenError extends Error {
 }
 
 /**
- * Tries a tiny committed write (rewriting the header's user_version), to learn whether the file
- * takes writes again after a full disk or a read-only mount. Returns why not, or undefined. It tries
- * the write lock once: while another connection holds it, the answer is "locked", not a blocked event loop.
+ * The free space below which a database that has failed a write for its disk is not taken for
+ * writable again: a one-page probe can fit in a WAL's reusable space while real writes need more.
+ */
+export const MIN_FREE_BYTES = 1024 * 1024;
+
+/**
+ * Learns whether the file takes writes again after a full disk or a read-only mount: at least
+ * MIN_FREE_BYTES free on its file system, and a tiny committed write (rewriting the header's
+ * user_version). Returns why not, or undefined. It tries the write lock once: while another
+ * connection holds it, the answer is "locked", not a blocked event loop.
  */
 export function probeWrite({ sqlite }: DatabaseHandle): string | undefined {
   try {
+    if (sqlite.name !== ':memory:') {
+      const { bavail, bsize } = statfsSync(dirname(sqlite.name));
+      const free = bavail * bsize;
+      if (free < MIN_FREE_BYTES) return `the disk holding the database has ${free} bytes free`;
+    }
     sqlite.pragma('busy_timeout = 0');
     const version = sqlite.pragma('user_version', { simple: true }) as number;
     sqlite.pragma(`user_version = ${version}`);
@@ -95,9 +107,19 @@ export function probeWrite({ sqlite }: DatabaseHandle): string | undefined {
   }
 }
 
-/** Checkpoints the WAL into the main file and closes the connection; safe to call twice. */
-export function closeDatabase({ sqlite }: DatabaseHandle): void {
-  if (!sqlite.open) return;
-  sqlite.pragma('wal_checkpoint(TRUNCATE)');
-  sqlite.close();
+/**
+ * Checkpoints the WAL into the main file and closes the connection; safe to call twice. Returns why the
+ * checkpoint could not be made (a full disk), or undefined: the connection is closed either way, and a
+ * WAL left behind loses nothing (its commits are durable, and the next open replays it).
+ */
+export function closeDatabase({ sqlite }: DatabaseHandle): string | undefined {
+  if (!sqlite.open) return undefined;
+  try {
+    sqlite.pragma('wal_checkpoint(TRUNCATE)');
+    return undefined;
+  } catch (error) {
+    return (error as Error).message;
+  } finally {
+    sqlite.close();
+  }
 }
