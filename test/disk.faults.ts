@@ -9,7 +9,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { closeDatabase, MIN_FREE_BYTES, openDatabase, probeWrite } from '../src/db/client.js';
 import { userSample } from './fixtures.js';
-import { fill, type Service, startService } from './helpers.js';
+import { fill, request, type Service, spawnService, startService } from './helpers.js';
 
 const test = suite<{ dir: string; service: Service }>('disk full');
 
@@ -79,6 +79,27 @@ test('the readiness probe asks for room to write, not for one page: under MIN_FR
     assert.is(probeWrite(database), undefined);
   } finally {
     closeDatabase(database);
+  }
+});
+
+test('SIGTERM on a full disk: the WAL cannot be checkpointed, the process says so and exits 0, and nothing is lost', async ({ dir }) => {
+  const path = join(dir, 'stop.db');
+  const service = await spawnService({ DATABASE_PATH: path });
+  let filler: string | undefined;
+  try {
+    for (let i = 0; i < 20; i++) assert.is((await request(service.url, 'POST', '/users', { body: userSample() })).status, 201);
+    filler = fill(dir);
+    assert.is(await service.stop(), 0, service.output());
+    assert.match(service.output(), /its WAL could not be checkpointed/);
+    assert.not.match(service.output(), /SqliteError|\n\s+at /);
+  } finally {
+    if (filler) rmSync(filler);
+  }
+  const reopened = openDatabase(path, 'FULL');
+  try {
+    assert.is(reopened.sqlite.prepare('SELECT count(*) FROM users').pluck().get(), 20);
+  } finally {
+    closeDatabase(reopened);
   }
 });
 
