@@ -65,8 +65,15 @@ export class IdentifiedResponse<Request extends IncomingMessage = IncomingMessag
     /** Bit i set: the response names SECURITY_ENTRIES[i] itself. */
     let named = 0;
     const take = (name: string, value: string | number | string[]) => {
-      const index = SECURITY_INDEX.get(name.toLowerCase());
+      const lower = name.toLowerCase();
+      const index = SECURITY_INDEX.get(lower);
       if (index !== undefined) named |= 1 << index;
+      // A Vary set one by one before (CORS: Origin) is kept: the answer varies on both.
+      if (lower === 'vary' && this.progressive) {
+        const held = this.getHeader('vary');
+        this.removeHeader('vary');
+        if (held !== undefined) return void list.push(name, mergedVary(String(held), String(value)));
+      }
       list.push(name, value);
     };
     if (Array.isArray(given)) {
@@ -84,6 +91,14 @@ export class IdentifiedResponse<Request extends IncomingMessage = IncomingMessag
     }
     return reason === undefined ? super.writeHead(statusCode, list as string[]) : super.writeHead(statusCode, reason, list as string[]);
   }
+}
+
+/** Two Vary values as one, each field once (RFC 9110 §12.5.5: field names are case-insensitive). */
+function mergedVary(held: string, added: string): string {
+  const fields = held.split(',').map((f) => f.trim());
+  const known = new Set(fields.map((f) => f.toLowerCase()));
+  for (const field of added.split(',').map((f) => f.trim())) if (!known.has(field.toLowerCase())) fields.push(field);
+  return fields.join(', ');
 }
 
 /** Response headers a browser script may read across origins. */

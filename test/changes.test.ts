@@ -147,6 +147,7 @@ reading('a bad query, method or Accept is refused with a problem', async ({ serv
     'since=9007199254740992',
     'limit=0',
     'limit=1001',
+    'limit=01',
     'kinds=nope',
     'kinds=users,',
     'colour=red',
@@ -270,6 +271,20 @@ streaming('a stream without since starts at the end; kinds keeps some kinds; hea
   stream.close();
 });
 
+streaming('"the current end" is after every change committed before the stream opened', async ({ service }) => {
+  ok(await post(service, '/users', { name: 'Before', email: 'before@feed.test' }), 201);
+  const stream = await openStream(service, '/_changes');
+  await until('a heartbeat', () => stream.comments.length >= 2);
+  const pet = ok(await post(service, '/pets', { name: 'After', species: 'fish' }), 201);
+  await until('the pet', () => stream.events.length >= 1);
+  await sleep(300);
+  assert.equal(
+    stream.events.map((e) => `${e.event} ${e.data.kind}/${e.data.id}`),
+    [`create pets/${pet.id}`],
+  );
+  stream.close();
+});
+
 streaming('open streams are bounded; a shutdown ends them', async ({ service }) => {
   const streams = await Promise.all([1, 2, 3].map(() => openStream(service, '/_changes')));
   assert.ok(streams.every((s) => s.status === 200));
@@ -291,7 +306,7 @@ streaming('open streams are bounded; a shutdown ends them', async ({ service }) 
 
 const slow = suite<{ service: Service }>('change feed: a client that does not read');
 slow.before(async (ctx) => {
-  ctx.service = await startService({ env: { CHANGES_STREAM_BUFFER_BYTES: '4096' } });
+  ctx.service = await startService({ env: { CHANGES_STREAM_BUFFER_BYTES: '4096', CHANGES_HEARTBEAT_MS: '300' } });
 });
 slow.after(async (ctx) => ctx.service?.close());
 
@@ -313,9 +328,44 @@ slow('is disconnected once it leaves more than the bound unread; the server hold
     await sleep(150);
   }
   await until('the log line of the closed stream', () => service.logs.some((l) => /fell behind/.test(l.msg)));
+  // It held half the bound and at most one more event, not a page of them.
+  const unsent = service.logs.find((l) => /fell behind/.test(l.msg))?.unsent as number;
+  assert.ok(unsent <= 2048 + 2 * name.length, `${unsent} bytes unsent at the close`);
   socket.resume();
   await until('the connection to close', () => closed);
   assert.is((await service.request('GET', '/healthz')).status, 200);
+});
+
+slow('a client that reads slowly but steadily gets every change, however large, and stays connected', async ({ service }) => {
+  // Reads a chunk, then pauses: far slower than the server could write, yet always reading.
+  const { port } = new URL(service.url);
+  const socket = connect(Number(port), '127.0.0.1');
+  await new Promise((resolve) => socket.once('connect', resolve));
+  let text = '';
+  let closed = false;
+  socket.on('close', () => {
+    closed = true;
+  });
+  socket.on('data', (chunk) => {
+    text += chunk;
+    socket.pause();
+    setTimeout(() => socket.resume(), 20);
+  });
+  socket.write('GET /_changes HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n');
+  await until('the stream to open', () => text.includes(': changes after '));
+  const name = 'm'.repeat(20_000);
+  ok(
+    await post(
+      service,
+      '/users',
+      Array.from({ length: 60 }, (_, i) => ({ name, email: `steady${i}@feed.test` })),
+    ),
+    201,
+  );
+  const received = () => (text.match(/\nevent: create\n/g) ?? []).length;
+  await until('every change, or a close', () => received() >= 60 || closed, 20_000);
+  socket.destroy();
+  assert.is(received(), 60, `the server closed a client that kept reading after ${received()} events`);
 });
 
 const tickets = suite<{ service: Service }>('change feed: authentication');

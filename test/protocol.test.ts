@@ -546,6 +546,17 @@ crossOrigin("the guards' own refusals (417, and 400 for a missing Host) carry th
   }
 });
 
+crossOrigin('an answer that varies on Accept too (the change feed) keeps Vary: Origin', async ({ service }) => {
+  const origin = { origin: 'https://app.example.com' };
+  for (const accept of ['application/json', 'text/event-stream']) {
+    const reply = await service.request('HEAD', '/_changes', { headers: { ...origin, accept } });
+    assert.is(reply.status, 200, accept);
+    const vary = (reply.headers.get('vary') ?? '').split(',').map((f) => f.trim().toLowerCase());
+    assert.ok(vary.includes('origin') && vary.includes('accept'), `${accept}: Vary ${reply.headers.get('vary')}`);
+    assert.is(reply.headers.get('access-control-allow-origin'), 'https://app.example.com');
+  }
+});
+
 crossOrigin('a docs file is served whole whatever Range asks (no bodiless 416)', async ({ service }) => {
   const reply = await service.request('GET', '/docs/assets/favicon-32x32.png', { headers: { range: 'bytes=99999-' } });
   assert.is(reply.status, 200);

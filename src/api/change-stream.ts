@@ -40,6 +40,8 @@ interface Stream {
   kinds?: ReadonlySet<string>;
   /** The seq after which the stream continues (the last one it was sent, or skipped by its filter). */
   position: number;
+  /** The bytes its connection had handed to the network at the last heartbeat. */
+  sentAtBeat: number;
 }
 
 export interface ChangeStreams {
@@ -51,6 +53,13 @@ export interface ChangeStreams {
   closeAll(): void;
   /** How many streams are open. */
   size(): number;
+}
+
+/** A change as an event stream sends it, serialized once for every stream. */
+interface Event {
+  seq: number;
+  kind: string;
+  text: string;
 }
 
 /** Changes read from the log at a time (per stream when one catches up). */
@@ -65,10 +74,11 @@ const eventOf = (change: Change) => `id: ${change.seq}\nevent: ${change.op}\ndat
 /**
  * The streams of one process. A single loop (never two at once) reads the changes after `head`
  * every pollMs (and when a stream opens), serializes each once and writes it to every stream that
- * wants it. A stream that starts behind `head` (it resumes) first catches up from the log in pages,
- * as fast as its client reads them; so does a live stream whose client reads slowly (more than half
- * of bufferBytes unsent). A stream whose client stops reading is closed once more than bufferBytes
- * are unsent (checked at each write, heartbeats included): its client resumes from the last event it
+ * wants it, an event at a time while the stream's unsent bytes stay under half of bufferBytes. A
+ * stream that starts behind `head` (it resumes), or that fell behind so (its client reads slowly),
+ * catches up from the log in pages, written the same way, as fast as its client reads them. A
+ * stream whose client stops reading (its connection sends nothing between two heartbeats while
+ * bytes wait, or more than bufferBytes wait) is closed: its client resumes from the last event it
  * got, and the server holds nothing for it.
  */
 export function createChangeStreams(
@@ -93,23 +103,58 @@ export function createChangeStreams(
     poller = heartbeat = undefined;
     head = undefined;
   };
+  /** Closes a stream whose client is not reading (it resumes with Last-Event-ID); the server holds nothing for it. */
+  const fellBehind = (stream: Stream) => {
+    logger.warn({ unsent: stream.res.writableLength }, 'a change stream fell behind; closing it (the client resumes)');
+    stream.res.destroy();
+    drop(stream);
+  };
   /** Writes to a stream, or closes it when its client has left more than the bound unread. */
   const write = (stream: Stream, text: string) => {
     if (stream.res.destroyed) return drop(stream);
-    if (stream.res.writableLength > options.bufferBytes) {
-      logger.warn({ unsent: stream.res.writableLength }, 'a change stream fell behind its bound; closing it (the client resumes)');
-      stream.res.destroy();
-      return drop(stream);
-    }
+    if (stream.res.writableLength > options.bufferBytes) return fellBehind(stream);
     stream.res.write(text);
+  };
+  /**
+   * A comment line to every stream, which keeps proxies from closing idle ones. A stream whose
+   * connection sent nothing since the last heartbeat while bytes wait for it has a client that
+   * stopped reading: it is closed (a slow client still reads, and its connection sends).
+   */
+  const beat = () => {
+    for (const stream of streams) {
+      // What the connection has handed to the network: its bytesWritten also counts what it still buffers.
+      const socket = stream.res.socket;
+      const sent = socket ? socket.bytesWritten - socket.writableLength : 0;
+      if (stream.res.writableLength > 0 && sent === stream.sentAtBeat) {
+        fellBehind(stream);
+        continue;
+      }
+      write(stream, ':\n\n');
+      stream.sentAtBeat = sent;
+    }
   };
   const wants = (stream: Stream, change: { seq: number; kind: string }) =>
     change.seq > stream.position && (!stream.kinds || stream.kinds.has(change.kind));
+  /**
+   * Writes the events a stream wants, in order, one at a time while its client keeps up (its unsent
+   * bytes under half the bound): a page of large elements is never written whole past the bound. The
+   * stream's position is the last event written or skipped; what is left it reads from the log later.
+   */
+  const sendWhileKeepingUp = (stream: Stream, events: Event[]) => {
+    stream.res.cork();
+    for (const event of events) {
+      if (stream.res.writableLength > options.bufferBytes / 2 || !streams.has(stream)) break;
+      if (wants(stream, event)) write(stream, event.text);
+      stream.position = Math.max(stream.position, event.seq);
+    }
+    stream.res.uncork();
+  };
 
   /**
-   * Sends a stream that is behind `upto` the changes it missed, a page at a time while its client
-   * keeps up (its unsent bytes under half the bound). A stream whose next change was purged
-   * meanwhile is closed: its client reconnects with Last-Event-ID and gets the 410.
+   * Sends a stream that is behind `upto` the changes it missed, read a page at a time and written an
+   * event at a time while its client keeps up (its unsent bytes under half the bound); the rest waits
+   * for the next turn of the loop. A stream whose next change was purged meanwhile is closed: its
+   * client reconnects with Last-Event-ID and gets the 410.
    */
   const catchUp = async (stream: Stream, upto: number) => {
     if (stream.position < (await log.bounds()).floor) {
@@ -122,9 +167,12 @@ export function createChangeStreams(
         stream.position = upto;
         break;
       }
-      const text = (await present(entries)).map(eventOf).join('');
-      stream.position = (entries.at(-1) as ChangeEntry).seq;
-      write(stream, text);
+      const changes = await present(entries);
+      if (!streams.has(stream)) break;
+      sendWhileKeepingUp(
+        stream,
+        changes.map((change) => ({ seq: change.seq, kind: change.kind, text: eventOf(change) })),
+      );
       await turn(); // the socket writes what it can before the next page is made
     }
   };
@@ -139,12 +187,8 @@ export function createChangeStreams(
     const events = changes.map((change) => ({ seq: change.seq, kind: change.kind, text: eventOf(change) }));
     const last = (entries.at(-1) as ChangeEntry).seq;
     for (const stream of streams) {
-      // Still catching up, or its client reads slowly: it reads these from the log later, at its pace.
-      if (stream.position < from || stream.res.writableLength > options.bufferBytes / 2) continue;
-      let text = '';
-      for (const event of events) if (wants(stream, event)) text += event.text;
-      stream.position = Math.max(stream.position, last);
-      if (text) write(stream, text);
+      // Still catching up: it reads these from the log later, at its pace (as one whose client reads slowly does).
+      if (stream.position >= from) sendWhileKeepingUp(stream, events);
     }
     head = last;
     if (entries.length === PAGE) again = true;
@@ -172,7 +216,7 @@ export function createChangeStreams(
     full: () => streams.size >= options.maxStreams,
     size: () => streams.size,
     open(res, position, newest, kinds) {
-      const stream: Stream = { res, position, ...(kinds && { kinds: new Set(kinds) }) };
+      const stream: Stream = { res, position, sentAtBeat: -1, ...(kinds && { kinds: new Set(kinds) }) };
       res.writeHead(200, STREAM_HEADERS);
       // The headers now, and how soon to reconnect: a client waits for neither the first change nor a heartbeat.
       res.write(`retry: 1000\n: changes after ${position}\n\n`);
@@ -182,9 +226,7 @@ export function createChangeStreams(
       // client's pace, one that starts past the end only filters (and silences no other stream).
       head ??= newest;
       poller ??= setInterval(loop, options.pollMs).unref();
-      heartbeat ??= setInterval(() => {
-        for (const open of streams) write(open, ':\n\n');
-      }, options.heartbeatMs).unref();
+      heartbeat ??= setInterval(beat, options.heartbeatMs).unref();
       void loop();
     },
     closeAll() {

@@ -56,8 +56,9 @@ function parseQuery(query: QueryParameters, kinds: ReadonlyMap<string, Resource>
   const parsed: ChangesQuery = {};
   if (values.since !== undefined) parsed.since = seqOf(values.since, 'since');
   if (values.limit !== undefined) {
-    if (!/^\d{1,4}$/.test(values.limit) || Number(values.limit) < 1 || Number(values.limit) > MAX_LIMIT)
-      throw invalid('limit', `must be a whole number from 1 to ${MAX_LIMIT}`);
+    // Canonical, as a list's limit is (`7`, not `07`).
+    if (!/^[1-9]\d{0,3}$/.test(values.limit) || Number(values.limit) > MAX_LIMIT)
+      throw invalid('limit', `must be a whole number from 1 to ${MAX_LIMIT}, without leading zeros`);
     parsed.limit = Number(values.limit);
   }
   if (values.kinds !== undefined) {

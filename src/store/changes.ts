@@ -205,7 +205,11 @@ export function pgChangeLog(pool: pg.Pool, resources: Resource[]): ChangeLog {
       ]);
       return rows.map(toEntry);
     },
-    bounds: boundsOf,
+    // Sequenced first: "the current end" includes every change committed before this call.
+    async bounds() {
+      await sequence();
+      return boundsOf();
+    },
     async purge(before, batch) {
       // Sequenced first: with nobody reading the feed, the pending table would otherwise only grow.
       await sequence();
