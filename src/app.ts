@@ -229,13 +229,15 @@ export function createApp({
     (middleware as typeof dispatch)(req, res);
   };
 
+  /** Set by close(): a purge still running then fails as its database closes, which is no fault to log. */
+  let closed = false;
   /** Purges every expired key, a batch at a time, yielding to requests between batches. */
   const purgeAll = async () => {
-    if (!backend.isOpen()) return;
+    if (!backend.isOpen() || closed) return;
     try {
       if ((await store.purgeExpiredKeys(PURGE_BATCH)) === PURGE_BATCH) setImmediate(purgeAll);
     } catch (error) {
-      logger.warn({ err: error }, 'purging expired idempotency keys failed; will retry');
+      if (!closed) logger.warn({ err: error }, 'purging expired idempotency keys failed; will retry');
     }
   };
   const timer = setInterval(purgeAll, PURGE_EVERY_MS).unref();
@@ -254,7 +256,7 @@ export function createApp({
   const changesTimer = setInterval(
     () => {
       if (!backend.isOpen()) return;
-      purgeChanges().catch((error: unknown) => logger.warn({ err: error }, 'purging old changes failed; will retry'));
+      purgeChanges().catch((error: unknown) => closed || logger.warn({ err: error }, 'purging old changes failed; will retry'));
     },
     Math.min(60_000, Math.max(1000, retentionMs / 10)),
   ).unref();
@@ -272,6 +274,7 @@ export function createApp({
       feed.streams.closeAll();
     },
     close: () => {
+      closed = true;
       clearInterval(timer);
       clearInterval(changesTimer);
       feed.streams.closeAll();
