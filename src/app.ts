@@ -16,7 +16,7 @@ import * as defaultSchema from './db/schema.js';
 import { DOCS_CSP, DOCS_HTML, docsEndpoints } from './docs.js';
 import { ApiError, nothingServedAt, toProblem } from './errors.js';
 import { onFirstUse } from './first-use.js';
-import { createGuards } from './guards.js';
+import { createGuards, type IdentifiedResponse } from './guards.js';
 import { type JsonResponse, send, sendJson, sendProblem, sendText } from './http.js';
 import { createRequestLogger } from './logger.js';
 import { toOpenApi } from './openapi.js';
@@ -87,7 +87,8 @@ export function createApp({
   registry = createRegistry(schema),
   migrationsFolder,
 }: AppOptions): App {
-  let shuttingDown = false;
+  /** Set by beginShutdown; every response of this app holds it (IdentifiedResponse closes the connection after it). */
+  const shutdown = { stopping: false };
   const backend = createBackend(database, { schema, resources: registry.resources, config, migrationsFolder });
   const { store } = backend;
   const services: ReturnType<typeof serviceEndpoint>[] = [
@@ -99,7 +100,7 @@ export function createApp({
     ),
     serviceEndpoint('/healthz', '200 while the process serves', (_req, res) => sendJson(res, 200, { status: 'ok' })),
     serviceEndpoint('/readyz', '200 when the database is open and migrated, else 503', (_req, res) =>
-      then(shuttingDown ? 'the service is shutting down' : backend.notReady(), (reason) => {
+      then(shutdown.stopping ? 'the service is shutting down' : backend.notReady(), (reason) => {
         if (reason) throw new ApiError('unavailable', `Not ready: ${reason}.`, { headers: { 'Retry-After': '1' } });
         sendJson(res, 200, { status: 'ready' });
       }),
@@ -120,7 +121,7 @@ export function createApp({
     tickets: createTickets(() => backend.cursorKey()),
     config,
     logger,
-    stopping: () => shuttingDown,
+    stopping: () => shutdown.stopping,
   });
   services.push(...feed.endpoints);
   /**
@@ -157,7 +158,7 @@ export function createApp({
   };
   const requestLog = createRequestLogger(logger);
   const onRequest = (req: Parameters<typeof requestLog>[0], res: Parameters<typeof requestLog>[1]) => {
-    if (shuttingDown) res.setHeader('Connection', 'close');
+    (res as IdentifiedResponse).shutdown = shutdown;
     requestLog(req, res);
   };
   const guard = createGuards(config, (path) => table.match(path)?.value.allow, onRequest, feed.ticketed);
@@ -270,7 +271,7 @@ export function createApp({
     purgeExpiredKeys: () => store.purgeExpiredKeys(PURGE_BATCH),
     purgeChanges,
     beginShutdown: () => {
-      shuttingDown = true;
+      shutdown.stopping = true;
       feed.streams.closeAll();
     },
     close: () => {

@@ -43,6 +43,8 @@ export class IdentifiedResponse<Request extends IncomingMessage = IncomingMessag
   startedAt = 0;
   /** The in-flight gate's hold on this response (load.ts), declared here so every response has one shape. */
   [SEAT]: unknown = undefined;
+  /** Its app's shutdown state: a response that starts once the app is stopping closes its connection. */
+  shutdown: { stopping: boolean } | undefined = undefined;
   /** Whether a header was set before writeHead (setHeader/appendHeader). */
   private progressive = false;
 
@@ -57,6 +59,8 @@ export class IdentifiedResponse<Request extends IncomingMessage = IncomingMessag
   }
 
   override writeHead(statusCode: number, ...rest: unknown[]): this {
+    // Also a request that arrived before the stop began: its client must not send another on this connection.
+    if (this.shutdown?.stopping) this.shouldKeepAlive = false;
     if (this.requestId === undefined) return super.writeHead(statusCode, ...(rest as [OutgoingHttpHeaders]));
     const reason = typeof rest[0] === 'string' ? rest[0] : undefined;
     // Node reads writeHead(status, headers) and writeHead(status, reason | undefined, headers).

@@ -190,7 +190,7 @@ shutdown('SIGTERM during a slow request: it completes, then the process exits 0 
     let again: Process | undefined;
     try {
       const body = JSON.stringify(userSample());
-      const reply = new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const reply = new Promise<{ status: number; text: string; connection?: string }>((resolve, reject) => {
         const req = httpRequest(`${service.url}/users`, {
           method: 'POST',
           headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
@@ -198,7 +198,7 @@ shutdown('SIGTERM during a slow request: it completes, then the process exits 0 
         req.on('response', (res) => {
           let text = '';
           res.on('data', (chunk) => (text += chunk));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text, connection: res.headers.connection }));
         });
         req.on('error', reject);
         req.write(body.slice(0, 10));
@@ -208,8 +208,10 @@ shutdown('SIGTERM during a slow request: it completes, then the process exits 0 
           setTimeout(() => req.end(body.slice(10)), 500);
         }, 300);
       });
-      const { status, text } = await reply;
+      const { status, text, connection } = await reply;
       assert.is(status, 201, text);
+      // It arrived before the stop and finished after it: its connection is not kept for another request.
+      assert.is(connection, 'close');
       assert.is(await service.exited, 0);
       assert.match(service.output(), /stopping: no new connections/);
       assert.match(service.output(), /stopped: database checkpointed and closed/);
