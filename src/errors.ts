@@ -144,13 +144,16 @@ export interface ProblemResponse {
   unexpected: boolean;
 }
 
+/** RFC 9110's reason phrases where Node still gives older ones: with type about:blank, a problem's title is the phrase (RFC 9457 §4.2.1). */
+const TITLES: Readonly<Record<number, string>> = { ...STATUS_CODES, 413: 'Content Too Large', 422: 'Unprocessable Content' };
+
 /** Turns anything thrown while handling a request into the response that describes it. */
 export function toProblem(error: unknown, instance: string): ProblemResponse {
   const known = error instanceof ApiError;
   const status = known ? STATUS[error.code] : 500;
   const body: Problem = {
     type: 'about:blank',
-    title: STATUS_CODES[status] ?? 'Error',
+    title: TITLES[status] ?? 'Error',
     status,
     detail: known ? error.message : 'The server failed to handle this request; the failure has been logged.',
     // The request path is client text: a 16 KB path is not sent back whole.

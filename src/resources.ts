@@ -321,11 +321,21 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
   const bodySchemas = onFirstUse(() => {
     const generated = (view ? z.object({}) : createInsertSchema(source, valueRules(columns) as never)) as unknown as z.ZodObject;
     // A key the client gives is required, whatever drizzle-zod infers (an INTEGER PRIMARY KEY would take a
-    // rowid, a composite key column without NOT NULL a NULL): an element must be addressable by it.
-    const given = keyFields.filter((k) => !serverAssigned.has(k) && generated.shape[k] instanceof z.ZodOptional);
-    const insert = given.length
-      ? generated.extend(Object.fromEntries(given.map((k) => [k, (generated.shape[k] as z.ZodOptional).unwrap()])))
-      : generated;
+    // rowid, a composite key column without NOT NULL a NULL), and a text one of a single-column key is a
+    // path segment: not empty, nor `.` or `..`, which clients resolve away (RFC 3986 §5.2.4, even as %2E).
+    // An element must be addressable by its key.
+    const given = keyFields.filter((k) => !serverAssigned.has(k) && k in generated.shape);
+    const addressable = (k: string) => {
+      const schema = generated.shape[k] as z.ZodType;
+      const value = schema instanceof z.ZodOptional ? (schema.unwrap() as z.ZodType) : schema;
+      if (!(value instanceof z.ZodString)) return value;
+      const segment =
+        keyFields.length === 1
+          ? value.refine((v) => v !== '.' && v !== '..', 'must not be "." or "..": the element is addressed by it')
+          : value;
+      return segment.min(1, 'must not be empty: the element is addressed by it');
+    };
+    const insert = given.length ? generated.extend(Object.fromEntries(given.map((k) => [k, addressable(k)]))) : generated;
     const omit = (keys: Set<string>) =>
       insert
         .omit(

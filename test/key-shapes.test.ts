@@ -82,6 +82,23 @@ shapes('a long text key is paged by the default order on a table without rowid',
   );
 });
 
+shapes('a text key is a path segment: never empty, ".", or ".." (which clients resolve away)', async ({ service }) => {
+  for (const word of ['', '.', '..']) {
+    const refused = await service.request('POST', '/Words', { body: { word } });
+    assert.is(refused.status, 422, refused.text);
+    assert.equal(
+      refused.body.errors.map((e: { path: string }) => e.path),
+      ['word'],
+    );
+  }
+  for (const word of ['a.b', '...', '.x']) {
+    const created = await service.request('POST', '/Words', { body: { word } });
+    assert.is(created.status, 201, created.text);
+    const location = created.headers.get('location') as string;
+    assert.is((await service.request('GET', location)).body.word, word);
+  }
+});
+
 shapes('a NUMERIC value past a double range is refused, not stored as Inf or 0', async ({ service }) => {
   for (const amount of ['1e999', '-1e400', '1e-400']) {
     const reply = await service.request('POST', '/Words', { body: { word: `n${amount}`, amount } });
