@@ -148,7 +148,7 @@ export function operatorsOf(field: Field): readonly Operator[] {
  * names none), lies outside years 0000-9999 in UTC, or is finer than a millisecond. A date-time
  * without an offset is UTC, as a date is: the same URL names the same instant on every server.
  */
-function toInstant(raw: string): Date | undefined {
+export function toInstant(raw: string): Date | undefined {
   const parts = ISO_8601.exec(raw);
   if (!parts) return undefined;
   const [, day = '', time, finer = '', offset] = parts;

@@ -3,7 +3,8 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { z } from 'zod';
 import { ApiError, atElement, echo, type FieldError, MAX_ECHOED_LENGTH, MAX_REPORTED_ERRORS, unlistedErrors } from './errors.js';
-import type { Resource } from './resources.js';
+import { toInstant } from './query.js';
+import { type Resource, SERVER_MANAGED_FIELDS } from './resources.js';
 
 export type Row = Record<string, unknown>;
 
@@ -173,9 +174,14 @@ function fieldsOf(schema: z.ZodObject): Set<string> {
 /**
  * Whether a client's value repeats a value the server holds (a read-only field, a key from the
  * path). Held values are SQLite scalars, so the comparison stops at once on a nested client value.
+ * A timestamp the server manages is repeated by any ISO 8601 spelling of the same instant
+ * (`…Z`, `…+00:00`, `.500` or `.500000`), as its filters read it.
  */
-function repeats(value: unknown, held: unknown): boolean {
-  return isDeepStrictEqual(value, held);
+function repeats(value: unknown, held: unknown, key?: string): boolean {
+  if (isDeepStrictEqual(value, held)) return true;
+  if (typeof value !== 'string' || typeof held !== 'string' || !(SERVER_MANAGED_FIELDS as readonly string[]).includes(key ?? ''))
+    return false;
+  return toInstant(value)?.getTime() === Date.parse(held);
 }
 
 /**
@@ -190,7 +196,7 @@ function sortKeys(resource: Resource, body: Row, readOnly: Set<string>, fields: 
   const unknown = new FieldErrors();
   for (const key of Object.keys(body)) {
     if (readOnly.has(key)) {
-      if (!current || !repeats(body[key], current[key])) {
+      if (!current || !repeats(body[key], current[key], key)) {
         errors.add(key, current ? 'is read-only; it may only repeat its current value' : 'is set by the server');
       }
     } else if (fields.has(key)) {

@@ -167,6 +167,12 @@ function contractFor(fixture: KindFixture) {
     const put = await service.request('PUT', `${base}/${made.body.id}`, { body: { ...made.body, createdAt: '2000-01-01T00:00:00.000Z' } });
     assertProblem(put, 422);
     assert.equal(errorPaths(put), ['createdAt']);
+    // The same instant written otherwise is the value held (a client's date library may re-spell it).
+    const respelled = made.body.createdAt.replace(/(\.\d{3})Z$/, '$1000+00:00');
+    assert.is.not(respelled, made.body.createdAt);
+    const same = await service.request('PUT', `${base}/${made.body.id}`, { body: { ...made.body, createdAt: respelled } });
+    assert.is(same.status, 200, same.text);
+    assert.is(same.body.createdAt, made.body.createdAt);
     const patch = await service.request('PATCH', `${base}/${made.body.id}`, { body: { id: made.body.id + 1 } });
     assertProblem(patch, 422);
     assert.equal(errorPaths(patch), ['id']);
