@@ -69,14 +69,19 @@ const CHANGES_PURGE_BATCH = 1000;
 /** The service version, shown in the OpenAPI document: package.json's, the same from src/ and dist/. */
 const { version: VERSION } = createRequire(import.meta.url)('../package.json') as { version: string };
 
+/** A service path answering GET (and HEAD, OPTIONS) with a body of `produces`, described by `body` (a JSON Schema) for /openapi.json. */
 function serviceEndpoint(
   path: string,
   summary: string,
   get: (req: Request, res: Response) => void,
   produces = 'application/json',
-): Endpoint & { summary: string; produces: string } {
-  return { path, methods: READ_METHODS, handlers: { GET: get }, produces, summary };
+  body?: Record<string, unknown>,
+): Endpoint & { summary: string; produces: string; body?: Record<string, unknown> } {
+  return { path, methods: READ_METHODS, handlers: { GET: get }, produces, summary, ...(body && { body }) };
 }
+
+/** A probe's answer: `{"status": <word>}`. */
+const statusBody = (word: string) => ({ type: 'object', required: ['status'], properties: { status: { const: word } } });
 
 /** Builds the HTTP application for one open, migrated database. */
 export function createApp({
@@ -92,18 +97,55 @@ export function createApp({
   const backend = createBackend(database, { schema, resources: registry.resources, config, migrationsFolder });
   const { store } = backend;
   const services: ReturnType<typeof serviceEndpoint>[] = [
-    serviceEndpoint('/', 'The API index: every resource kind and the service links', (_req, res) =>
-      sendJson(res, 200, {
-        resources: registry.resources.map((r) => ({ name: r.name, href: r.path })),
-        links: { docs: '/docs', openapi: '/openapi.json', health: '/healthz', ready: '/readyz', batch: BATCH_PATH, changes: CHANGES_PATH },
-      }),
+    serviceEndpoint(
+      '/',
+      'The API index: every resource kind and the service links',
+      (_req, res) =>
+        sendJson(res, 200, {
+          resources: registry.resources.map((r) => ({ name: r.name, href: r.path })),
+          links: {
+            docs: '/docs',
+            openapi: '/openapi.json',
+            health: '/healthz',
+            ready: '/readyz',
+            batch: BATCH_PATH,
+            changes: CHANGES_PATH,
+          },
+        }),
+      'application/json',
+      {
+        type: 'object',
+        required: ['resources', 'links'],
+        properties: {
+          resources: {
+            type: 'array',
+            items: { type: 'object', required: ['name', 'href'], properties: { name: { type: 'string' }, href: { type: 'string' } } },
+          },
+          links: {
+            type: 'object',
+            required: ['docs', 'openapi', 'health', 'ready', 'batch', 'changes'],
+            additionalProperties: { type: 'string' },
+          },
+        },
+      },
     ),
-    serviceEndpoint('/healthz', '200 while the process serves', (_req, res) => sendJson(res, 200, { status: 'ok' })),
-    serviceEndpoint('/readyz', '200 when the database is open and migrated, else 503', (_req, res) =>
-      then(shutdown.stopping ? 'the service is shutting down' : backend.notReady(), (reason) => {
-        if (reason) throw new ApiError('unavailable', `Not ready: ${reason}.`, { headers: { 'Retry-After': '1' } });
-        sendJson(res, 200, { status: 'ready' });
-      }),
+    serviceEndpoint(
+      '/healthz',
+      '200 while the process serves',
+      (_req, res) => sendJson(res, 200, { status: 'ok' }),
+      'application/json',
+      statusBody('ok'),
+    ),
+    serviceEndpoint(
+      '/readyz',
+      '200 when the database is open and migrated, else 503',
+      (_req, res) =>
+        then(shutdown.stopping ? 'the service is shutting down' : backend.notReady(), (reason) => {
+          if (reason) throw new ApiError('unavailable', `Not ready: ${reason}.`, { headers: { 'Retry-After': '1' } });
+          sendJson(res, 200, { status: 'ready' });
+        }),
+      'application/json',
+      statusBody('ready'),
     ),
     serviceEndpoint('/openapi.json', 'This OpenAPI 3.1 document', (_req, res) => send(res, openapiDocument())),
     serviceEndpoint(

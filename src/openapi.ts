@@ -31,7 +31,7 @@ export interface OpenApiOptions {
   /** Whether the per-client rate limit is on (adds 429 wherever it applies: every path but the probes). */
   rateLimit?: boolean;
   /** The service's own endpoints (index, health, docs) with their methods. */
-  services?: { path: string; methods: readonly Method[]; summary: string; produces: string }[];
+  services?: { path: string; methods: readonly Method[]; summary: string; produces: string; body?: Json }[];
 }
 
 /**
@@ -192,7 +192,7 @@ function listParameters(resource: Resource): Json[] {
     {
       name: 'sort',
       in: 'query',
-      description: `comma-separated fields, "-" for descending; ties broken by the key${
+      description: `comma-separated fields, each at most once (a field named twice is a 400), "-" for descending; ties broken by the key${
         relevance
           ? `; with q it may start with ${RELEVANCE}, best match first (${RELEVANCE}, or ${RELEVANCE},<fields> for the ties); -${RELEVANCE}, or ${RELEVANCE} without q or after a field, is a 400`
           : ''
@@ -226,7 +226,8 @@ function searchParameter(resource: Resource): Json | undefined {
       'Every character is literal, never query syntax; a word without a letter or digit is left out, and a q with none is a 400. ' +
       `At most ${QUERY_LIMITS.searchWords} words of at most ${QUERY_LIMITS.searchWordLength} characters. ` +
       `Combines with the filters, sort${byRelevance(resource) ? ` (${RELEVANCE} first: best match first)` : ''}, paging and count.`,
-    schema: { type: 'string', minLength: 1 },
+    // Only white space holds no word: refused. (Punctuation alone is too, which no portable pattern says.)
+    schema: { type: 'string', minLength: 1, pattern: '\\S' },
     example: 'ada lov',
   };
 }
@@ -298,7 +299,11 @@ const problem = (description: string, headers?: Json) => ({
 const ERRORS = {
   BadRequest: [400, 'A malformed body or query parameter'],
   Unauthorized: [401, 'No valid bearer token', { 'WWW-Authenticate': { schema: { type: 'string' } } }],
-  Forbidden: [403, 'The read-only token may not write'],
+  Forbidden: [
+    403,
+    'The read-only token may not write',
+    { 'WWW-Authenticate': { description: 'Bearer error="insufficient_scope"', schema: { type: 'string' } } },
+  ],
   NotFound: [404, 'No element with that id, or no parent for a related path'],
   MethodNotAllowed: [405, 'The path does not define the method used; Allow lists the ones it does', { Allow: ref('headers', 'Allow') }],
   NotAcceptable: [406, 'Accept rules out application/json'],
@@ -313,7 +318,14 @@ const ERRORS = {
     { ETag: ref('headers', 'ETag') },
   ],
   PayloadTooLarge: [413, 'The body is larger than the configured limit'],
-  UnsupportedMediaType: [415, 'The body is not JSON'],
+  UnsupportedMediaType: [
+    415,
+    'The body is not JSON',
+    {
+      'Accept-Post': { description: 'on a POST: the media types it takes (RFC 9110 §15.5.16)', schema: { type: 'string' } },
+      'Accept-Patch': { description: 'on a PATCH: the media types it takes (RFC 5789 §3.1)', schema: { type: 'string' } },
+    },
+  ],
   Unprocessable: [422, 'The body breaks the schema; errors names each field'],
   TooManyRequests: [
     429,
@@ -331,7 +343,7 @@ const ERRORS = {
   ],
   Error: [
     'default',
-    'Unexpected failure (500), or not ready or overloaded (503 with Retry-After)',
+    'Unexpected failure (500); not ready or overloaded (503 with Retry-After); or a request the server could not take: not received in time (408), an Expect other than 100-continue (417), headers too large (431), a Transfer-Encoding it does not implement (501), an HTTP version other than 1.x (505)',
     { 'Retry-After': { schema: { type: 'integer' } } },
   ],
 } as const satisfies Record<string, readonly [number | 'default', string, Json?]>;
@@ -501,7 +513,7 @@ function operation(route: Route, method: Method, options: OpenApiOptions, lists:
  * Accept from the declared responses, and one with only problem+json to choose from gets a 406.
  * The probes and the documentation stay open when authentication is on (OPEN_PATHS in src/resources.ts).
  */
-function serviceOperation(path: string, method: Method, summary: string, produces: string, options: OpenApiOptions): Json {
+function serviceOperation(path: string, method: Method, summary: string, produces: string, options: OpenApiOptions, body?: Json): Json {
   const id = path === '/' ? 'index' : path.replace(/[^a-z]/g, '');
   const open = OPEN_PATHS.has(path);
   const auth = options.auth ? (open ? { security: [] } : {}) : {};
@@ -523,7 +535,7 @@ function serviceOperation(path: string, method: Method, summary: string, produce
         default: ref('responses', 'Error'),
       },
     };
-  const schema = produces === 'application/json' ? { type: 'object' } : { type: 'string' };
+  const schema = body ?? (produces === 'application/json' ? { type: 'object' } : { type: 'string' });
   return {
     tags: ['service'],
     operationId: `${method.toLowerCase()}_${id}`,
@@ -638,7 +650,9 @@ function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<strin
           content: json(ref('schemas', 'batch.results')),
         },
         '4XX': failed,
-        ...errors('POST', 'BadRequest', 'NotAcceptable', 'PayloadTooLarge', 'UnsupportedMediaType', 'Unprocessable', 'Error'),
+        // The failing operation's own status (400, 405, 413, 415, 422…) carries `operation` too; an envelope refused whole does not.
+        ...errors('POST', 'Error'),
+        ...Object.fromEntries(['400', '405', '406', '413', '415', '422'].map((status) => [status, failed])),
       },
     },
     options: {
@@ -876,14 +890,38 @@ function changesPaths(
   };
 }
 
+/** The IETF RateLimit fields, on every answer a limited client gets (the probes are never limited: they have none). */
+const RATE_LIMIT_HEADERS = {
+  RateLimit: { description: 'IETF RateLimit fields: remaining requests and seconds to the reset', schema: { type: 'string' } },
+  'RateLimit-Policy': { description: 'IETF RateLimit-Policy: the limit and its window', schema: { type: 'string' } },
+};
+
+/**
+ * With RATE_LIMIT on, every response of every operation may carry the RateLimit fields: added to each
+ * inline response of `paths` (in place) and to copies of the shared `responses`, which are returned.
+ */
+function withRateLimitHeaders(paths: Record<string, Json>, responses: Record<string, Json>): Record<string, Json> {
+  const add = (response: Json) => ({ ...response, headers: { ...(response.headers as Json | undefined), ...RATE_LIMIT_HEADERS } });
+  for (const item of Object.values(paths)) {
+    for (const operation of Object.values(item) as Json[]) {
+      const answers = operation.responses as Record<string, Json>;
+      for (const [status, response] of Object.entries(answers)) if (!('$ref' in response)) answers[status] = add(response);
+    }
+  }
+  return Object.fromEntries(Object.entries(responses).map(([name, response]) => [name, add(response)]));
+}
+
 /** Builds the OpenAPI 3.1 document of every route the registry (and the service) serves. */
 export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Json {
   const paths: Record<string, Json> = {};
   // The change feed's paths have operations of their own; every other service path is a plain GET.
   const feed = changesPaths(registry, options);
-  for (const { path, methods, summary, produces } of options.services ?? []) {
+  for (const { path, methods, summary, produces, body } of options.services ?? []) {
     paths[path] = Object.fromEntries(
-      methods.map((m) => [m.toLowerCase(), feed.paths[path]?.[m.toLowerCase()] ?? serviceOperation(path, m, summary, produces, options)]),
+      methods.map((m) => [
+        m.toLowerCase(),
+        feed.paths[path]?.[m.toLowerCase()] ?? serviceOperation(path, m, summary, produces, options, body),
+      ]),
     );
   }
   const withFeed = CHANGES_PATH in paths || TICKET_PATH in paths;
@@ -966,6 +1004,7 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
       schema: composite ? { type: 'string' } : fieldSchema(resource.key[0] as Field),
     };
   }
+  const responses = options.rateLimit ? withRateLimitHeaders(paths, COMMON_RESPONSES) : COMMON_RESPONSES;
   return {
     openapi: '3.1.0',
     info: {
@@ -977,7 +1016,7 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
     components: {
       schemas: byComponentName(schemas),
       parameters: byComponentName(parameters),
-      responses: COMMON_RESPONSES,
+      responses,
       headers: {
         Location: { description: 'the path of the created element', schema: { type: 'string' } },
         ETag: { description: 'strong entity tag of the element', schema: { type: 'string' } },

@@ -221,6 +221,15 @@ test('operations carry their statuses, headers and problem responses', ({ doc })
   for (const [path, item] of Object.entries<any>(doc.paths)) {
     for (const [method, operation] of Object.entries<any>(item)) assert.ok(operation.responses['405'], `${method} ${path}`);
   }
+  // The service's own bodies are described, so that typed clients can read them.
+  assert.equal(doc.paths['/']?.get.responses['200'].content['application/json'].schema.required, ['resources', 'links']);
+  assert.equal(doc.paths['/healthz']?.get.responses['200'].content['application/json'].schema.properties.status, { const: 'ok' });
+  assert.equal(doc.paths['/readyz']?.get.responses['200'].content['application/json'].schema.properties.status, { const: 'ready' });
+  // A batch's failing operation answers its own status with `operation`, whichever status it is.
+  for (const status of ['400', '405', '413', '415', '422'])
+    assert.ok(JSON.stringify(doc.paths['/_batch']?.post.responses[status]).includes('"operation"'), status);
+  assert.ok(doc.components.responses.UnsupportedMediaType.headers['Accept-Post']);
+  assert.ok(doc.components.responses.UnsupportedMediaType.headers['Accept-Patch']);
   const created = doc.paths['/users']?.post.responses['201'];
   assert.ok(created.headers.Location && created.headers.ETag && created.headers['Idempotent-Replayed']);
   assert.ok(doc.paths['/_batch']?.post.responses['200'].headers['Idempotent-Replayed']);
@@ -510,7 +519,13 @@ limited('documents the 429 every path but the probes can answer, as the server d
     }
   }
   assert.ok(doc.components.responses.TooManyRequests.headers['Retry-After']);
-  let reply = await service.request('GET', '/users');
+  // Every limited answer carries the RateLimit fields, a 200 as a 404: the document says so on each.
+  const first = await service.request('GET', '/users');
+  assert.ok(first.headers.get('ratelimit'), 'a 200 without RateLimit');
+  assert.ok(doc.paths['/users'].get.responses['200'].headers.RateLimit);
+  assert.ok(doc.paths['/users/{id}'].get.responses['200'].headers['RateLimit-Policy']);
+  assert.ok(doc.components.responses.NotFound.headers.RateLimit);
+  let reply = first;
   for (let i = 0; i < 10 && reply.status === 200; i++) reply = await service.request('GET', '/users');
   assert.is(reply.status, 429);
   assert.ok(reply.headers.get('retry-after'));

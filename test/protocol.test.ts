@@ -560,6 +560,14 @@ crossOrigin('an answer that varies on Accept too (the change feed) keeps Vary: O
 crossOrigin('a docs file is served whole whatever Range asks (no bodiless 416)', async ({ service }) => {
   const reply = await service.request('GET', '/docs/assets/favicon-32x32.png', { headers: { range: 'bytes=99999-' } });
   assert.is(reply.status, 200);
+  // A 304 carries the validators and caching a 200 would (RFC 9110 §15.4.5).
+  const etag = reply.headers.get('etag') as string;
+  assert.match(etag, /^W\/"/);
+  const again = await service.request('GET', '/docs/assets/favicon-32x32.png', { headers: { 'if-none-match': etag } });
+  assert.is(again.status, 304);
+  assert.is(again.headers.get('etag'), etag);
+  assert.is(again.headers.get('cache-control'), reply.headers.get('cache-control'));
+  assert.ok(reply.headers.get('cache-control'));
 });
 
 crossOrigin.run();
