@@ -282,6 +282,25 @@ shapes('a kind without a key pages by position: a cursor walk sees every row onc
 
 shapes.run();
 
+/** A suite serving a database that `sql` builds, introspected as a user would: its service and run in the context. */
+function servedFrom(title: string, sql: string) {
+  const served = suite<Omit<Context, 'resources'>>(title);
+  served.before(async (ctx) => {
+    ctx.run = await introspectFixture((path) => {
+      const db = new Database(path);
+      db.exec(sql);
+      db.close();
+      return path;
+    });
+    ctx.service = await startService({ schema: ctx.run.schema, migrationsFolder: ctx.run.out, env: { DATABASE_PATH: ctx.run.db } });
+  });
+  served.after(async (ctx) => {
+    await ctx.service?.close();
+    ctx.run?.remove();
+  });
+  return served;
+}
+
 /** Integer keys SQLite does not assign (not its rowid), a child of one, and a key it does assign. */
 const GIVEN_KEYS = `
   CREATE TABLE "IntKey" ("id" INT PRIMARY KEY, "v" TEXT);
@@ -297,22 +316,7 @@ const GIVEN_KEYS = `
 `;
 const GIVEN = ['IntKey', 'BigKey', 'DescKey', 'NoRowid'];
 
-const givenKeys = suite<Omit<Context, 'resources'>>('an existing database: integer keys SQLite does not assign are given by the client');
-
-givenKeys.before(async (ctx) => {
-  ctx.run = await introspectFixture((path) => {
-    const db = new Database(path);
-    db.exec(GIVEN_KEYS);
-    db.close();
-    return path;
-  });
-  ctx.service = await startService({ schema: ctx.run.schema, migrationsFolder: ctx.run.out, env: { DATABASE_PATH: ctx.run.db } });
-});
-
-givenKeys.after(async (ctx) => {
-  await ctx.service?.close();
-  ctx.run?.remove();
-});
+const givenKeys = servedFrom('an existing database: integer keys SQLite does not assign are given by the client', GIVEN_KEYS);
 
 givenKeys('a create without the key is a 422 naming it and writes nothing; a rowid key is still assigned', async ({ service, run }) => {
   for (const table of GIVEN) {
@@ -401,25 +405,13 @@ givenKeys('the contract checker passes on such keys too (it gives each create a 
 
 givenKeys.run();
 
-const childNamedLikeField = suite<Omit<Context, 'resources'>>('an existing database: a child table named like a field of its parent');
-
-childNamedLikeField.before(async (ctx) => {
-  ctx.run = await introspectFixture((path) => {
-    const db = new Database(path);
-    db.exec(`CREATE TABLE "users" ("id" INTEGER PRIMARY KEY, "pets" TEXT);
+const childNamedLikeField = servedFrom(
+  'an existing database: a child table named like a field of its parent',
+  `CREATE TABLE "users" ("id" INTEGER PRIMARY KEY, "pets" TEXT);
              CREATE TABLE "pets" ("id" INTEGER PRIMARY KEY, "user_id" INTEGER REFERENCES "users", "name" TEXT);
              INSERT INTO "users" VALUES (1, 'two cats'), (2, NULL);
-             INSERT INTO "pets" VALUES (1, 1, 'Tom'), (2, 1, 'Kit'), (3, 2, 'Rex');`);
-    db.close();
-    return path;
-  });
-  ctx.service = await startService({ schema: ctx.run.schema, migrationsFolder: ctx.run.out, env: { DATABASE_PATH: ctx.run.db } });
-});
-
-childNamedLikeField.after(async (ctx) => {
-  await ctx.service?.close();
-  ctx.run?.remove();
-});
+             INSERT INTO "pets" VALUES (1, 1, 'Tom'), (2, 1, 'Kit'), (3, 2, 'Rex');`,
+);
 
 childNamedLikeField('serves the field, and the related path under its own name', async ({ service, run }) => {
   assert.match(run.output.stdout, /related paths named: \/users\/\{id\}\/petsByuser_id \(pets\.user_id\)/);
@@ -440,24 +432,12 @@ childNamedLikeField('serves the field, and the related path under its own name',
 
 childNamedLikeField.run();
 
-const generatedColumns = suite<Omit<Context, 'resources'>>('an existing database: generated columns are the database’s to compute');
-
-generatedColumns.before(async (ctx) => {
-  ctx.run = await introspectFixture((path) => {
-    const db = new Database(path);
-    db.exec(`CREATE TABLE "Defs" ("id" INTEGER PRIMARY KEY, "n" INTEGER NOT NULL,
+const generatedColumns = servedFrom(
+  'an existing database: generated columns are the database’s to compute',
+  `CREATE TABLE "Defs" ("id" INTEGER PRIMARY KEY, "n" INTEGER NOT NULL,
                "twice" INTEGER GENERATED ALWAYS AS ("n" * 2) VIRTUAL, "next" INTEGER AS ("n" + 1) STORED);
-             INSERT INTO "Defs" ("n") VALUES (1), (2);`);
-    db.close();
-    return path;
-  });
-  ctx.service = await startService({ schema: ctx.run.schema, migrationsFolder: ctx.run.out, env: { DATABASE_PATH: ctx.run.db } });
-});
-
-generatedColumns.after(async (ctx) => {
-  await ctx.service?.close();
-  ctx.run?.remove();
-});
+             INSERT INTO "Defs" ("n") VALUES (1), (2);`,
+);
 
 generatedColumns('served, computed on every write, sent back unchanged with PUT, and never set by a client', async ({ service }) => {
   assert.equal((await service.request('GET', '/Defs/2')).body, { id: 2, n: 2, twice: 4, next: 3 });
@@ -490,27 +470,15 @@ generatedColumns('served, computed on every write, sent back unchanged with PUT,
 
 generatedColumns.run();
 
-const uniqueReferences = suite<Omit<Context, 'resources'>>('an existing database: foreign keys to a unique field other than the key');
-
-uniqueReferences.before(async (ctx) => {
-  ctx.run = await introspectFixture((path) => {
-    const db = new Database(path);
-    db.exec(`CREATE TABLE "Employee" ("id" INTEGER PRIMARY KEY, "email" TEXT NOT NULL UNIQUE);
+const uniqueReferences = servedFrom(
+  'an existing database: foreign keys to a unique field other than the key',
+  `CREATE TABLE "Employee" ("id" INTEGER PRIMARY KEY, "email" TEXT NOT NULL UNIQUE);
              CREATE TABLE "Desk" ("id" INTEGER PRIMARY KEY, "code" TEXT NOT NULL UNIQUE);
              CREATE TABLE "Mail" ("id" INTEGER PRIMARY KEY, "to" TEXT REFERENCES "Employee" ("email"), "desk" TEXT REFERENCES "Desk" ("code"));
              INSERT INTO "Employee" VALUES (1, 'ada@example.com'), (2, 'bob@example.com');
              INSERT INTO "Desk" VALUES (1, 'D1');
-             INSERT INTO "Mail" VALUES (1, 'ada@example.com', 'D1');`);
-    db.close();
-    return path;
-  });
-  ctx.service = await startService({ schema: ctx.run.schema, migrationsFolder: ctx.run.out, env: { DATABASE_PATH: ctx.run.db } });
-});
-
-uniqueReferences.after(async (ctx) => {
-  await ctx.service?.close();
-  ctx.run?.remove();
-});
+             INSERT INTO "Mail" VALUES (1, 'ada@example.com', 'D1');`,
+);
 
 uniqueReferences(
   'a value naming nothing is a 422 naming each field; changing or deleting a named one is a 409 naming who names it',
