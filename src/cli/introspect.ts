@@ -73,10 +73,11 @@ export interface TableModel {
   autoIncrement: boolean;
   withoutRowid: boolean;
   /**
-   * SQLite keeps an index of the primary key's own (PRAGMA index_list, origin `pk`): the key is no rowid alias
-   * (not declared exactly INTEGER, DESC, or in a WITHOUT ROWID table), so SQLite does not assign it.
+   * The sole integer key is the client's to give, the database assigns it not: on SQLite a key with an index of
+   * its own (PRAGMA index_list, origin `pk`: no rowid alias, as not declared exactly INTEGER, DESC, or in a WITHOUT
+   * ROWID table); on PostgreSQL one without identity or serial. Declared intKey().
    */
-  keyIndexed?: boolean;
+  keyGiven?: boolean;
   indexes: IndexModel[];
   foreignKeys: ForeignKeyModel[];
   /** What the schema cannot declare and keeps only in the database (expression indexes, foreign keys to nothing). */
@@ -245,7 +246,7 @@ function readIndexes(sqlite: Database.Database, table: TableModel, sqlOf: Map<st
   type ColumnRow = { cid: number; name: string | null; key: number };
   for (const index of sqlite.prepare(`PRAGMA index_list(${quoteIdent(table.name)})`).all() as IndexRow[]) {
     if (index.origin === 'pk') {
-      table.keyIndexed = true;
+      table.keyGiven = true;
       continue;
     }
     const parts = (sqlite.prepare(`PRAGMA index_xinfo(${quoteIdent(index.name)})`).all() as ColumnRow[]).filter((c) => c.key === 1);
@@ -493,7 +494,7 @@ export function toSchemaSource(model: DatabaseModel, origin: { file: string; dat
     const builder = builderOf(c.declared);
     const soleKey = table.key.length === 1 && table.key[0] === c.name;
     // integer() is declared INTEGER, which would make a key SQLite does not assign its rowid at the next table rebuild.
-    const declaredAs = builder === 'integer' && soleKey && table.keyIndexed ? 'intKey' : builder;
+    const declaredAs = builder === 'integer' && soleKey && table.keyGiven ? 'intKey' : builder;
     const length = builder === 'text' ? /\(\s*(\d+)\s*\)/.exec(c.declared)?.[1] : undefined;
     const options = length ? `, { length: ${length} }` : c.boolean ? ", { mode: 'boolean' }" : c.json ? ", { mode: 'json' }" : '';
     let out = `${fieldOf(table.name, c.name)}: ${use(declaredAs)}(${str(c.name)}${options})`;
