@@ -56,6 +56,16 @@ shapes('a BLOB key is addressed by its base64 text: read, changed and deleted', 
   assert.is(location, `/Blobs/${encodeURIComponent(key)}`);
   assert.equal((await service.request('GET', location)).body, { key, note: 'x' });
   assert.is((await service.request('PATCH', location, { body: { note: 'y' } })).body.note, 'y');
+  // The change feed names it by the same base64 text, and finds its element.
+  const changes = (await service.request('GET', '/_changes?since=0&kinds=Blobs')).body;
+  assert.equal(
+    changes.map((c: { id: unknown; op: string }) => [c.op, c.id]),
+    [
+      ['create', key],
+      ['update', key],
+    ],
+  );
+  assert.equal(changes[1].element, { key, note: 'y' });
   assert.is((await service.request('DELETE', location)).status, 204);
   assert.is((await service.request('GET', location)).status, 404);
 });

@@ -4,17 +4,26 @@ import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { checkContract, formatReport } from '../contract/checker.js';
 
-const { values, positionals } = parseArgs({
-  allowPositionals: true,
-  options: { spec: { type: 'string' }, token: { type: 'string' } },
-});
-const base = positionals[0];
-if (!base) {
-  console.error('usage: npm run contract -- <base-url> [--spec <file-or-url>] [--token <bearer token>]');
-  process.exit(2);
+const USAGE = 'usage: npm run contract -- <base-url> [--spec <file-or-url>] [--token <bearer token>]';
+
+/** The arguments, or a line saying what is wrong with them and exit code 2 (the checker cannot run). */
+function readArguments(): { base: string; source: string; token: string | undefined } {
+  try {
+    const { values, positionals } = parseArgs({
+      allowPositionals: true,
+      options: { spec: { type: 'string' }, token: { type: 'string' } },
+    });
+    const [base, ...more] = positionals;
+    if (!base || more.length > 0) throw new Error(USAGE);
+    if (!/^https?:\/\//.test(base) || !URL.canParse(base)) throw new Error(`${base} is not an http:// or https:// URL; ${USAGE}`);
+    return { base, source: values.spec ?? new URL('/openapi.json', base).href, token: values.token ?? process.env.CONTRACT_TOKEN };
+  } catch (error) {
+    console.error(`contract: ${(error as Error).message}`);
+    process.exit(2);
+  }
 }
-const source = values.spec ?? new URL('/openapi.json', base).href;
-const token = values.token ?? process.env.CONTRACT_TOKEN;
+
+const { base, source, token } = readArguments();
 const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
 
 try {

@@ -1,8 +1,12 @@
 // `npm run migrate`: applies pending migrations to the configured database (PostgreSQL when DATABASE_URL
 // is set, else SQLite, backed up first when it holds data) and lists them. `-- --status` changes nothing.
+
+import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
+import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { type Config, ConfigError, parseConfig, postgresOptions } from '../config.js';
-import { closeDatabase, openDatabase } from '../db/client.js';
+import { closeDatabase, DatabaseOpenError, openDatabase } from '../db/client.js';
 import { applyMigrations, MigrationError, type MigrationStatus, migrationStatus } from '../db/migrate.js';
 import { applyPgMigrations, pgMigrationStatus } from '../db/pg-migrate.js';
 import { closePostgres, openPostgres } from '../db/postgres.js';
@@ -21,15 +25,41 @@ function printApplied(label: string, applied: string[]): void {
   );
 }
 
-async function migrateSqlite(config: Config, status: boolean): Promise<void> {
-  const database = openDatabase(config.databasePath, config.databaseSynchronous);
+/**
+ * The status of a SQLite file, changing nothing: read-only (opening it as the service does would turn
+ * it to WAL), and a file that does not exist yet is reported as having every migration pending.
+ */
+function sqliteStatus(path: string): void {
+  const exists = path !== ':memory:' && existsSync(path);
+  const sqlite = exists ? new Database(path, { readonly: true, fileMustExist: true }) : new Database(':memory:');
   try {
-    if (status) return printStatus(config.databasePath, migrationStatus(database));
-    const { applied, backup } = await applyMigrations(database);
-    if (backup) console.log(`backed up ${config.databasePath} to ${backup}`);
-    printApplied(config.databasePath, applied);
+    printStatus(exists ? path : `${path} (no database yet)`, migrationStatus({ sqlite, db: drizzle({ client: sqlite }) }));
   } finally {
-    closeDatabase(database);
+    sqlite.close();
+  }
+}
+
+async function migrateSqlite(config: Config, status: boolean): Promise<void> {
+  try {
+    if (status) return sqliteStatus(config.databasePath);
+    const database = openDatabase(config.databasePath, config.databaseSynchronous);
+    try {
+      const { applied, backup } = await applyMigrations(database);
+      if (backup) console.log(`backed up ${config.databasePath} to ${backup}`);
+      printApplied(config.databasePath, applied);
+    } finally {
+      closeDatabase(database);
+    }
+  } catch (error) {
+    if (error instanceof MigrationError) throw error;
+    // Not a database, a folder, no permission: one line, as the service says it.
+    const code = (error as { code?: string }).code ?? '';
+    if (error instanceof DatabaseOpenError || code.startsWith('SQLITE_')) {
+      throw new MigrationError(
+        error instanceof DatabaseOpenError ? error.message : `cannot use the database ${config.databasePath}: ${(error as Error).message}`,
+      );
+    }
+    throw error;
   }
 }
 

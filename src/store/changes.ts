@@ -105,8 +105,20 @@ export function sqliteChangeLog(
     const last = purgeable(head.all(batch) as { seq: number; at: string }[], before, newest);
     return last === undefined ? 0 : remove.run(last).changes;
   });
+  // SQLite has no base64: the triggers record a BLOB key as hex, turned here into its base64 text.
+  const blobKeys = new Map(
+    recorded(resources)
+      .filter((r) => r.key.some(isBlob))
+      .map((r) => [r.name, r.key.map(isBlob)]),
+  );
+  const read = (row: Parameters<typeof toEntry>[0]) => {
+    const entry = toEntry(row);
+    const blobs = blobKeys.get(entry.kind);
+    if (blobs) entry.key = entry.key.map((value, i) => (blobs[i] ? Buffer.from(String(value), 'hex').toString('base64') : value));
+    return entry;
+  };
   return {
-    after: (since, limit, kinds = []) => (pageOf(kinds.length).all(since, ...kinds, limit) as Parameters<typeof toEntry>[0][]).map(toEntry),
+    after: (since, limit, kinds = []) => (pageOf(kinds.length).all(since, ...kinds, limit) as Parameters<typeof toEntry>[0][]).map(read),
     bounds: () => bounds.get() as { floor: number; newest: number },
     purge: (before, batch) => submit(() => purge(before, batch)),
   };
@@ -118,7 +130,7 @@ function sqliteTriggers(resource: Resource): Map<string, string> {
   const table = ident(resource.name);
   for (const { op, event, row } of OPS) {
     const name = `${PREFIX}${resource.name}_${op}`;
-    // SQLite has no base64: a BLOB key is recorded as hex and turned into base64 when read (see keysOf).
+    // SQLite has no base64: a BLOB key is recorded as hex and turned into base64 when read (sqliteChangeLog's after).
     const key = `json_array(${resource.key.map((f) => (isBlob(f) ? `hex(${row}.${ident(f.column.name)})` : `${row}.${ident(f.column.name)}`)).join(', ')})`;
     const values = `${literal(resource.name)}, ${key}, '${op}', strftime('%Y-%m-%dT%H:%M:%fZ')`;
     triggers.set(
