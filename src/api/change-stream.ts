@@ -42,6 +42,8 @@ interface Stream {
   position: number;
   /** The bytes its connection had handed to the network at the last heartbeat. */
   sentAtBeat: number;
+  /** Heartbeats in a row at which bytes waited and none had left since the one before. */
+  stalledBeats: number;
 }
 
 export interface ChangeStreams {
@@ -77,8 +79,8 @@ const eventOf = (change: Change) => `id: ${change.seq}\nevent: ${change.op}\ndat
  * wants it, an event at a time while the stream's unsent bytes stay under half of bufferBytes. A
  * stream that starts behind `head` (it resumes), or that fell behind so (its client reads slowly),
  * catches up from the log in pages, written the same way, as fast as its client reads them. A
- * stream whose client stops reading (its connection sends nothing between two heartbeats while
- * bytes wait, or more than bufferBytes wait) is closed: its client resumes from the last event it
+ * stream whose client stops reading (its connection sends nothing between three heartbeats in a row
+ * while bytes wait, or more than bufferBytes wait) is closed: its client resumes from the last event it
  * got, and the server holds nothing for it.
  */
 export function createChangeStreams(
@@ -117,15 +119,18 @@ export function createChangeStreams(
   };
   /**
    * A comment line to every stream, which keeps proxies from closing idle ones. A stream whose
-   * connection sent nothing since the last heartbeat while bytes wait for it has a client that
-   * stopped reading: it is closed (a slow client still reads, and its connection sends).
+   * connection sent nothing across three heartbeats in a row while bytes wait for it has a client
+   * that stopped reading: it is closed (a slow client still reads, and its connection sends: each
+   * event is a write of its own, so even one large event at a time shows progress).
    */
   const beat = () => {
     for (const stream of streams) {
       // What the connection has handed to the network: its bytesWritten also counts what it still buffers.
       const socket = stream.res.socket;
       const sent = socket ? socket.bytesWritten - socket.writableLength : 0;
-      if (stream.res.writableLength > 0 && sent === stream.sentAtBeat) {
+      const stalled = stream.res.writableLength > 0 && sent === stream.sentAtBeat;
+      stream.stalledBeats = stalled ? stream.stalledBeats + 1 : 0;
+      if (stream.stalledBeats >= 2) {
         fellBehind(stream);
         continue;
       }
@@ -141,13 +146,11 @@ export function createChangeStreams(
    * stream's position is the last event written or skipped; what is left it reads from the log later.
    */
   const sendWhileKeepingUp = (stream: Stream, events: Event[]) => {
-    stream.res.cork();
     for (const event of events) {
       if (stream.res.writableLength > options.bufferBytes / 2 || !streams.has(stream)) break;
       if (wants(stream, event)) write(stream, event.text);
       stream.position = Math.max(stream.position, event.seq);
     }
-    stream.res.uncork();
   };
 
   /**
@@ -216,7 +219,7 @@ export function createChangeStreams(
     full: () => streams.size >= options.maxStreams,
     size: () => streams.size,
     open(res, position, newest, kinds) {
-      const stream: Stream = { res, position, sentAtBeat: -1, ...(kinds && { kinds: new Set(kinds) }) };
+      const stream: Stream = { res, position, sentAtBeat: -1, stalledBeats: 0, ...(kinds && { kinds: new Set(kinds) }) };
       res.writeHead(200, STREAM_HEADERS);
       // The headers now, and how soon to reconnect: a client waits for neither the first change nor a heartbeat.
       res.write(`retry: 1000\n: changes after ${position}\n\n`);
