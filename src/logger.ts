@@ -169,12 +169,16 @@ export function createRequestLogger(logger: Logger) {
     const status = this.statusCode;
     const level = levelOf(status);
     if (!logger.isLevelEnabled(level)) return;
-    const req = this.req as IncomingMessage & { id?: string; originalUrl?: string };
-    // The path as routed, without its query: an absolute-form target (`http://user:password@host/path`) logs
-    // its path only, so no user info reaches the log; the asterisk form logs `*`.
-    const target = req.originalUrl === '*' ? '*' : (req.url ?? '');
-    const query = target.indexOf('?');
-    const path = query === -1 ? target : target.slice(0, query);
+    const req = this.req as IncomingMessage & { id?: string; originalUrl?: string; path?: string };
+    // The path as routed (set before any handler runs, which may rewrite req.url), without its query: an
+    // absolute-form target (`http://user:password@host/path`) logs its path only, so no user info reaches
+    // the log; the asterisk form logs `*`.
+    let path = req.originalUrl === '*' ? '*' : req.path;
+    if (path === undefined) {
+      const target = req.url ?? '';
+      const query = target.indexOf('?');
+      path = query === -1 ? target : target.slice(0, query);
+    }
     const ms = Math.round((performance.now() - this.startedAt) * 100) / 100;
     if (batch) batch.add(logger.levels.values[level] as number, req.id, req.method ?? '', path, status, ms);
     else

@@ -21,10 +21,14 @@ type RefusalLog = Pick<Logger, 'warn'> | undefined;
 function refuse(log: RefusalLog, socket: Duplex, refusal: Refusal, givenId?: unknown): void {
   const current = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
   if (current && !current.writableFinished && current.req?.complete) {
-    // Read whole and still being answered: the bytes refused came after it.
+    // Read whole and still being answered: the bytes refused came after it. Node reports every further
+    // chunk as another error: one refusal waits, once.
+    if (waiting.has(socket)) return;
+    waiting.add(socket);
     current.once('close', () => setImmediate(() => refuse(log, socket, refusal, givenId)));
     return;
   }
+  waiting.delete(socket);
   // A request cut off or malformed while its answer is already being written: only closing is left.
   if (!socket.writable || current?.headersSent) return void socket.destroy();
   const [status, title, detail, headerLines = ''] = refusal;
@@ -37,6 +41,9 @@ function refuse(log: RefusalLog, socket: Duplex, refusal: Refusal, givenId?: unk
   );
   log?.warn({ requestId, res: { status } }, `refused before routing: ${status} ${title}`);
 }
+
+/** Sockets whose refusal waits for the answer in progress on them. */
+const waiting = new WeakSet<Duplex>();
 
 /** The status, title and detail of an answer written on the raw socket, and its own header lines (each ending in CRLF). */
 type Refusal = [number, string, string, string?];

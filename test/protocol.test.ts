@@ -568,6 +568,11 @@ crossOrigin('a docs file is served whole whatever Range asks (no bodiless 416)',
   assert.is(again.headers.get('etag'), etag);
   assert.is(again.headers.get('cache-control'), reply.headers.get('cache-control'));
   assert.ok(reply.headers.get('cache-control'));
+  // Logged by the path it was asked by, not the file's place in the package.
+  const requestId = reply.headers.get('x-request-id');
+  const logged = () => service.logs.find((line) => line.requestId === requestId);
+  assert.ok(await eventually(async () => logged() !== undefined), 'no log line');
+  assert.is(logged()?.req?.path, '/docs/assets/favicon-32x32.png');
 });
 
 crossOrigin.run();
