@@ -80,6 +80,16 @@ function serviceEndpoint(
   return { path, methods: READ_METHODS, handlers: { GET: get }, produces, summary, ...(body && { body }) };
 }
 
+/** The service's own paths, as the index links them. */
+const INDEX_LINKS = {
+  docs: '/docs',
+  openapi: '/openapi.json',
+  health: '/healthz',
+  ready: '/readyz',
+  batch: BATCH_PATH,
+  changes: CHANGES_PATH,
+};
+
 /** A probe's answer: `{"status": <word>}`. */
 const statusBody = (word: string) => ({ type: 'object', required: ['status'], properties: { status: { const: word } } });
 
@@ -103,14 +113,7 @@ export function createApp({
       (_req, res) =>
         sendJson(res, 200, {
           resources: registry.resources.map((r) => ({ name: r.name, href: r.path })),
-          links: {
-            docs: '/docs',
-            openapi: '/openapi.json',
-            health: '/healthz',
-            ready: '/readyz',
-            batch: BATCH_PATH,
-            changes: CHANGES_PATH,
-          },
+          links: INDEX_LINKS,
         }),
       'application/json',
       {
@@ -121,11 +124,7 @@ export function createApp({
             type: 'array',
             items: { type: 'object', required: ['name', 'href'], properties: { name: { type: 'string' }, href: { type: 'string' } } },
           },
-          links: {
-            type: 'object',
-            required: ['docs', 'openapi', 'health', 'ready', 'batch', 'changes'],
-            additionalProperties: { type: 'string' },
-          },
+          links: { type: 'object', required: Object.keys(INDEX_LINKS), additionalProperties: { type: 'string' } },
         },
       },
     ),

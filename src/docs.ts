@@ -43,8 +43,9 @@ export const DOCS_HTML = `<!doctype html>
 /** Started by the page (a file, not inline, so the CSP needs no 'unsafe-inline' for scripts). */
 const DOCS_INIT = `window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', deepLinking: true });\n`;
 
-/** How long a browser may keep a documentation file before it asks again. */
-const ASSET_CACHE_CONTROL = 'public,max-age=3600';
+/** How long (seconds) a browser may keep a documentation file before it asks again. */
+const ASSET_MAX_AGE = 3600;
+const ASSET_CACHE_CONTROL = `public,max-age=${ASSET_MAX_AGE}`;
 
 /**
  * The Swagger UI files the page loads, and only those (the package also holds a stock demo page
@@ -62,7 +63,7 @@ function createDocsAssets() {
       return [file, `"${size}-${Math.trunc(mtimeMs)}"`];
     }),
   );
-  return { base: DOCS_ASSETS, files, tags, serve: sirv(root, { etag: false, maxAge: 3600 }) };
+  return { base: DOCS_ASSETS, files, tags, serve: sirv(root, { etag: false, maxAge: ASSET_MAX_AGE }) };
 }
 
 /** Media types of the documentation's static files, by extension. */

@@ -13,14 +13,8 @@ import { checkJsonDocument, checkJsonText, MAX_JSON_DEPTH } from './validation.j
 /** Stops raw-body (it gives up on a stream error) when the bodies in flight hold the whole budget. */
 const OVER_BUDGET = new Error('the bodies in flight hold the whole budget');
 
-/**
- * The 413 of a body refused before it was read whole: the connection closes after it (the rest is
- * not read), lingering so that a client still uploading sees the answer rather than a reset.
- */
-function unreadTooLarge(req: IncomingMessage, bound: number): ApiError {
-  lingerAfterResponse(req.socket);
-  return new ApiError('payloadTooLarge', `The request body is larger than ${bound} bytes.`, { headers: { Connection: 'close' } });
-}
+/** The 413 of a body refused before it was read whole (sendProblem closes the connection after it: the rest is not read). */
+const unreadTooLarge = (bound: number) => new ApiError('payloadTooLarge', `The request body is larger than ${bound} bytes.`);
 
 /** Decodes bodies; `fatal` refuses bytes that are not UTF-8 instead of turning them into U+FFFD. */
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
@@ -41,7 +35,7 @@ async function readText(req: IncomingMessage, limit: number): Promise<string> {
   } catch (error) {
     if (error === OVER_BUDGET) throw overBudget();
     const type = (error as { type?: string }).type;
-    if (type === 'entity.too.large') throw unreadTooLarge(req, limit);
+    if (type === 'entity.too.large') throw unreadTooLarge(limit);
     if (type === 'request.aborted') throw new ApiError('badRequest', 'The request body was cut off.', { cause: error });
     throw new ApiError('badRequest', 'The request body could not be read.', { cause: error });
   } finally {
@@ -102,7 +96,7 @@ export async function readJson(
     });
   }
   const most = Math.max(limit, arrayLimit);
-  if (Number(req.headers['content-length']) > most) throw unreadTooLarge(req, most);
+  if (Number(req.headers['content-length']) > most) throw unreadTooLarge(most);
   const text = await readText(req, most);
   // The body was read whole: a keep-alive connection is fine after this refusal.
   const readButTooLarge = () =>

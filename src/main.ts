@@ -24,8 +24,10 @@ class ListenError extends Error {
 
 type Database = DatabaseHandle | PostgresHandle;
 
-/** Closes either engine's handle (PostgreSQL: waits for connections in use, then ends the pool). */
-/** Closes the database; for SQLite, returns why its WAL could not be checkpointed, if it could not. */
+/**
+ * Closes either engine's handle (PostgreSQL: waits for connections in use, then ends the pool); for
+ * SQLite, returns why its WAL could not be checkpointed, if it could not.
+ */
 async function close(database: Database): Promise<string | undefined> {
   if (isPostgres(database)) await closePostgres(database);
   else return closeDatabase(database);

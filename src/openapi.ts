@@ -5,7 +5,7 @@ import { SQLiteNumeric, type SQLiteTable } from 'drizzle-orm/sqlite-core';
 import { createSelectSchema } from 'drizzle-zod';
 import { z } from 'zod';
 import { BATCH_HEADERS, BATCH_METHODS, BATCH_OPERATIONS, BATCH_PATH, LABEL } from './api/batch.js';
-import { CHANGES_PATH, TICKET_PATH } from './api/changes.js';
+import { CHANGES_PATH, SEQ_PATTERN, TICKET_PATH } from './api/changes.js';
 import { MAX_CHILDREN } from './api/expand.js';
 import { customKindOf, isInteger } from './db/columns.js';
 import { LIMIT, type Operator, operatorsOf, QUERY_LIMITS, RELEVANCE } from './query.js';
@@ -295,6 +295,12 @@ const problem = (description: string, headers?: Json) => ({
   content: { 'application/problem+json': { schema: ref('schemas', 'Problem') } },
 });
 
+/** The IETF RateLimit fields, on every answer a limited client gets (the probes are never limited: they have none). */
+const RATE_LIMIT_HEADERS = {
+  RateLimit: { description: 'IETF RateLimit fields: remaining requests and seconds to the reset', schema: { type: 'string' } },
+  'RateLimit-Policy': { description: 'IETF RateLimit-Policy: the limit and its window', schema: { type: 'string' } },
+};
+
 /** Every documented error answer (an application/problem+json body): its status, meaning and headers. */
 const ERRORS = {
   BadRequest: [400, 'A malformed body or query parameter'],
@@ -332,8 +338,7 @@ const ERRORS = {
     'Past the per-client rate limit; Retry-After says when to try again',
     {
       'Retry-After': { schema: { type: 'integer' } },
-      RateLimit: { description: 'IETF RateLimit fields: remaining requests and seconds to the reset', schema: { type: 'string' } },
-      'RateLimit-Policy': { schema: { type: 'string' } },
+      ...RATE_LIMIT_HEADERS,
     },
   ],
   Unavailable: [
@@ -809,7 +814,7 @@ function changesPaths(
       name: 'Last-Event-ID',
       in: 'header',
       description: `event stream only: resume after this seq, a whole number up to ${MAX_SEQ} (a reconnecting EventSource sends the id of the last event it got); wins over since`,
-      schema: { type: 'string', pattern: '^(0|[1-9][0-9]{0,15})$' },
+      schema: { type: 'string', pattern: SEQ_PATTERN },
     },
   ];
   const ok = {
@@ -889,12 +894,6 @@ function changesPaths(
     schemas,
   };
 }
-
-/** The IETF RateLimit fields, on every answer a limited client gets (the probes are never limited: they have none). */
-const RATE_LIMIT_HEADERS = {
-  RateLimit: { description: 'IETF RateLimit fields: remaining requests and seconds to the reset', schema: { type: 'string' } },
-  'RateLimit-Policy': { description: 'IETF RateLimit-Policy: the limit and its window', schema: { type: 'string' } },
-};
 
 /**
  * With RATE_LIMIT on, every response of every operation may carry the RateLimit fields: added to each

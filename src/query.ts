@@ -4,6 +4,7 @@ import { type CursorCodec, type CursorValue, Digest, toCursorValue } from './cur
 import { isInteger } from './db/columns.js';
 import { hasWordCharacters } from './db/search.js';
 import { ApiError, badQuery, echo, type FieldError } from './errors.js';
+import { toInstant } from './instant.js';
 import { firstParameter } from './query-string.js';
 import { DECIMAL, type Expansion, type Field, type Resource, SERVER_MANAGED_FIELDS } from './resources.js';
 
@@ -111,11 +112,6 @@ function bad(path: string, message: string): ApiError {
   return new ApiError('badRequest', `Query parameter "${named}" ${message}.`, { errors: [{ path: named, message }] });
 }
 
-/**
- * An ISO 8601 date or date-time with a 4-digit year: the date, the time, digits of a second below the
- * millisecond (which no stored value has), and the offset.
- */
-const ISO_8601 = /^(\d{4}-\d{2}-\d{2})(?:(T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,3})?)?)(\d*)(Z|[+-]\d{2}:\d{2})?)?$/;
 /** What an instant is written as when it is not one, or not one a stored value can equal or be compared with exactly. */
 const INSTANT = 'an ISO 8601 date or date-time between 0000-01-01 and 9999-12-31 UTC, to the millisecond';
 
@@ -141,23 +137,6 @@ const NOT_TEXT_OPERATORS = OPERATORS.filter((op) => !TEXT_ONLY.includes(op));
 export function operatorsOf(field: Field): readonly Operator[] {
   const kind = kindOf(field);
   return kind === 'string' || kind === 'timestamp' ? OPERATORS : NOT_TEXT_OPERATORS;
-}
-
-/**
- * A date or date-time as a Date, or undefined when it is not ISO 8601, names no instant (`2026-02-30`
- * names none), lies outside years 0000-9999 in UTC, or is finer than a millisecond. A date-time
- * without an offset is UTC, as a date is: the same URL names the same instant on every server.
- */
-export function toInstant(raw: string): Date | undefined {
-  const parts = ISO_8601.exec(raw);
-  if (!parts) return undefined;
-  const [, day = '', time, finer = '', offset] = parts;
-  if (finer !== '' && (!time?.includes('.') || /[^0]/.test(finer))) return undefined;
-  const value = new Date(time === undefined ? day : `${day}${time}${offset ?? 'Z'}`);
-  const year = value.getUTCFullYear();
-  if (Number.isNaN(value.getTime()) || year < 0 || year > 9999) return undefined;
-  // Date rolls a day past the month's end over into the next month; the calendar date must be as written.
-  return new Date(`${day}T00:00:00Z`).toISOString().startsWith(day) ? value : undefined;
 }
 
 /** Converts one raw query value to the field's type, or throws a 400 naming `path`. */
@@ -213,7 +192,7 @@ function fieldNamed(resource: Resource, key: string, path: string): Field {
   return field;
 }
 
-function parseLimit(raw: string): number {
+export function parseLimit(raw: string): number {
   const value = Number(raw);
   if (!CANONICAL_INTEGER.test(raw) || value < LIMIT.min || value > LIMIT.max) {
     throw bad('limit', `must be an integer from ${LIMIT.min} to ${LIMIT.max}`);

@@ -92,7 +92,6 @@ export interface Resource {
   /** Zod schema of a full replacement (PUT, and the result of a PATCH). */
   replaceSchema: z.ZodObject;
   foreignKeys: ForeignKey[];
-  /** The foreign keys of other kinds that point at this one. */
   /** Every foreign key to this kind (`field`: the child's fields), whether it names the key (`byKey`) or another unique field. */
   referencedBy: { child: Resource; field: string; onDelete: string; byKey: boolean }[];
   /** Every single-column foreign key of this kind to a served kind, for a 422 naming the field that names nothing. */

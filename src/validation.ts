@@ -3,7 +3,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { z } from 'zod';
 import { ApiError, atElement, echo, type FieldError, MAX_ECHOED_LENGTH, MAX_REPORTED_ERRORS, unlistedErrors } from './errors.js';
-import { toInstant } from './query.js';
+import { toInstant } from './instant.js';
 import { type Resource, SERVER_MANAGED_FIELDS } from './resources.js';
 
 export type Row = Record<string, unknown>;

@@ -47,7 +47,7 @@ migrations('`migrate -- --status` lists applied and pending migrations and chang
     assert.is(before.code, 0, before.output);
     const list = TAGS.map((tag) => `\n  ${tag}`).join('');
     assert.ok(before.output.includes(`0 applied, ${TAGS.length} pending\npending:${list}`), before.output);
-    assert.equal(tables(env.DATABASE_PATH), []);
+    assert.not.ok(existsSync(env.DATABASE_PATH), 'the status made a database file');
     assert.is((await runScript('cli/migrate.js', env)).code, 0);
     const after = await runScript('cli/migrate.js', env, ['--status']);
     assert.ok(after.output.endsWith(`${TAGS.length} applied, 0 pending\napplied:${list}\n`), after.output);

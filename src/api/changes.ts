@@ -6,6 +6,7 @@ import type { Config } from '../config.js';
 import { ApiError } from '../errors.js';
 import { sendJson } from '../http.js';
 import { leaveInFlight } from '../load.js';
+import { LIMIT, parseLimit } from '../query.js';
 import type { QueryParameters } from '../query-string.js';
 import { READ_METHODS, type Resource } from '../resources.js';
 import type { ChangeEntry, ChangeLog } from '../store/changes.js';
@@ -16,8 +17,6 @@ import type { Endpoint, Request, Response } from './compile.js';
 
 export const CHANGES_PATH = '/_changes';
 export const TICKET_PATH = '/_changes/ticket';
-const DEFAULT_LIMIT = 100;
-const MAX_LIMIT = 1000;
 /** How often each process reads the log for its open streams (a change reaches them within this, plus the read). */
 export const POLL_MS = 100;
 const PARAMETERS = ['since', 'limit', 'kinds', 'ticket'];
@@ -26,7 +25,7 @@ const CHARSET = 'charset=utf-8';
 
 interface ChangesQuery {
   since?: number;
-  /** As sent: a page holds DEFAULT_LIMIT without it; an event stream refuses it. */
+  /** As sent: a page holds LIMIT.default without it; an event stream refuses it. */
   limit?: number;
   kinds?: string[];
   ticket?: string;
@@ -35,10 +34,14 @@ interface ChangesQuery {
 const invalid = (path: string, message: string) =>
   new ApiError('badRequest', `Query parameter "${path}" ${message}.`, { errors: [{ path, message }] });
 
-/** A seq as a client sends it (`since`, or the Last-Event-ID header): a canonical whole number (`7`, not `07`). */
+/** A seq as a client writes it: a canonical whole number (`7`, not `07`) of at most 16 digits (then at most 2^53 - 1). */
+export const SEQ_PATTERN = '^(0|[1-9][0-9]{0,15})$';
+const SEQ = new RegExp(SEQ_PATTERN);
+
+/** A seq as a client sends it (`since`, or the Last-Event-ID header). */
 function seqOf(text: string, name: 'since' | 'Last-Event-ID'): number {
   // Any seq a JSON number carries exactly: one past the newest change is an empty page (or a quiet stream).
-  if (/^(0|[1-9]\d{0,15})$/.test(text) && Number.isSafeInteger(Number(text))) return Number(text);
+  if (SEQ.test(text) && Number.isSafeInteger(Number(text))) return Number(text);
   const message = `must be a change seq (a whole number from 0 to ${Number.MAX_SAFE_INTEGER}, without leading zeros)`;
   if (name === 'since') throw invalid(name, message);
   throw new ApiError('badRequest', `The Last-Event-ID header ${message}.`, { errors: [{ path: name, message }] });
@@ -55,12 +58,8 @@ function parseQuery(query: QueryParameters, kinds: ReadonlyMap<string, Resource>
   }
   const parsed: ChangesQuery = {};
   if (values.since !== undefined) parsed.since = seqOf(values.since, 'since');
-  if (values.limit !== undefined) {
-    // Canonical, as a list's limit is (`7`, not `07`).
-    if (!/^[1-9]\d{0,3}$/.test(values.limit) || Number(values.limit) > MAX_LIMIT)
-      throw invalid('limit', `must be a whole number from 1 to ${MAX_LIMIT}, without leading zeros`);
-    parsed.limit = Number(values.limit);
-  }
+  // As a list's limit: canonical (`7`, not `07`), within the same bounds.
+  if (values.limit !== undefined) parsed.limit = parseLimit(values.limit);
   if (values.kinds !== undefined) {
     const names = values.kinds.split(',');
     const unknown = names.find((name) => !kinds.has(name));
@@ -149,7 +148,7 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
   );
 
   const page = async (res: Response, query: ChangesQuery) => {
-    const { limit = DEFAULT_LIMIT } = query;
+    const { limit = LIMIT.default } = query;
     const since = query.since ?? (await log.bounds()).floor;
     const entries = await log.after(since, limit + 1, query.kinds);
     // Read after the page: when the oldest kept change still follows `since`, the page missed nothing.

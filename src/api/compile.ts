@@ -13,6 +13,7 @@ import type { Id, Method, Registry, Resource, Route } from '../resources.js';
 import { type Check, type KindStore, type MaybePromise, notFound, type Scope, type Store, type Transaction, then } from '../store/store.js';
 import { checkJsonDocument, type Row, toCreateRow, toCreateRows, toPatchedRow, toReplacementRow } from '../validation.js';
 import { expand } from './expand.js';
+import { decodeSegment } from './routes.js';
 
 /**
  * An operation of a batch (src/api/batch.ts) as its request carries it: the body already parsed, and
@@ -94,15 +95,6 @@ function rejectQuery(query: Record<string, unknown>, takesQuery: boolean): void 
  * existence only after it happened, so a missing element is still a 404 and an existing one costs
  * no extra read.
  */
-/** A path segment as the client meant it, for a message: decoded, or as sent when its escapes are malformed. */
-function readable(segment: string): string {
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    return segment;
-  }
-}
-
 export function compile(endpoint: Endpoint): CompiledEndpoint {
   const allow = endpoint.methods.join(', ');
   const produces = endpoint.produces ?? 'application/json';
@@ -137,12 +129,8 @@ export function compile(endpoint: Endpoint): CompiledEndpoint {
     /** The 404 when the target is gone, else the error itself. */
     const refusal = (error: unknown, req: Request, id: Id): unknown => {
       if (error instanceof ApiError && (error.code === 'notFound' || error.code === 'unavailable')) throw error;
-      const missing = () => {
-        const gone = notFound(target.resource, id);
-        // A body left unread (a 413) must not be taken for the next request on this connection.
-        const close = error instanceof ApiError ? error.headers.Connection : undefined;
-        return close ? new ApiError('notFound', gone.message, { headers: { Connection: close } }) : gone;
-      };
+      // (A body left unread, as after a 413, closes the connection whatever replaces the refusal: sendProblem.)
+      const missing = () => notFound(target.resource, id);
       let exists: MaybePromise<boolean>;
       try {
         exists = target.exists(id, req);
@@ -159,7 +147,7 @@ export function compile(endpoint: Endpoint): CompiledEndpoint {
     };
     return (req, res, segment = '') => {
       const id = target.parseId(segment);
-      if (id === undefined) throw notFound(target.resource, readable(segment));
+      if (id === undefined) throw notFound(target.resource, decodeSegment(segment)); // the id as the client meant it
       try {
         const result = handler(req, res, id);
         return result instanceof Promise ? result.catch((error) => refusal(error, req, id) as never) : result;

@@ -16,7 +16,7 @@ interface Node<T> {
 const node = <T>(): Node<T> => ({ statics: new Map() });
 
 /** Decodes a literal path segment (a malformed escape stays as sent: it then names nothing). */
-function decodeSegment(segment: string): string {
+export function decodeSegment(segment: string): string {
   if (!segment.includes('%')) return segment;
   try {
     return decodeURIComponent(segment);

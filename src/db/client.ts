@@ -109,8 +109,9 @@ export function probeWrite({ sqlite }: DatabaseHandle): string | undefined {
 
 /**
  * Checkpoints the WAL into the main file and closes the connection; safe to call twice. Returns why the
- * checkpoint could not be made (a full disk), or undefined: the connection is closed either way, and a
- * WAL left behind loses nothing (its commits are durable, and the next open replays it).
+ * checkpoint could not be made for want of room or permission (a full disk, a read-only file), or
+ * undefined; other failures are thrown. The connection is closed either way, and a WAL left behind loses
+ * nothing (its commits are durable, and the next open replays it).
  */
 export function closeDatabase({ sqlite }: DatabaseHandle): string | undefined {
   if (!sqlite.open) return undefined;
@@ -118,7 +119,10 @@ export function closeDatabase({ sqlite }: DatabaseHandle): string | undefined {
     sqlite.pragma('wal_checkpoint(TRUNCATE)');
     return undefined;
   } catch (error) {
-    return (error as Error).message;
+    // No room, or no permission, to write the main file: the WAL keeps every commit. Anything else is a fault.
+    const code = (error as { code?: string }).code ?? '';
+    if (code.startsWith('SQLITE_FULL') || code.startsWith('SQLITE_READONLY')) return (error as Error).message;
+    throw error;
   } finally {
     sqlite.close();
   }

@@ -9,6 +9,8 @@ export interface PgError extends Error {
   code?: string;
   detail?: string;
   column?: string;
+  /** The table of the constraint that failed (for a foreign key: the referencing table). */
+  table?: string;
 }
 
 /**
@@ -94,8 +96,9 @@ export function writeError(resource: Resource, action: 'write' | 'remove', error
     case '23505':
       return refusals.taken(resource, fieldsOf(columnsInDetail(e.detail)), error);
     case '23503':
-      // A write that changes a field other elements name (not the key: no write changes it) is refused like a delete.
-      return action === 'remove' || e.detail?.includes(' is still referenced from table ')
+      // A write that changes a field other kinds' elements name (not the key: no write changes it) breaks their
+      // constraint, not its own: refused like a delete. (The table, not the message, which may be translated.)
+      return action === 'remove' || (e.table !== undefined && e.table !== resource.name)
         ? refusals.stillReferenced(resource, error)
         : refusals.missingParent(resource, fieldsOf(columnsInDetail(e.detail)), error);
     case '23502': {
