@@ -1,5 +1,6 @@
 // `npm run copy-to-postgres` (issue 13): a SQLite service filled over HTTP, copied into PostgreSQL, then
 // served from PostgreSQL answers the same pages, ETags, idempotent replays and cursors; refusals are one line.
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { suite } from 'uvu';
@@ -113,6 +114,10 @@ Copy('copies a SQLite service into PostgreSQL and the PostgreSQL service answers
       const before = await snapshot(base);
       const users = (before.lists as Record<string, Page[]>)['/users?limit=7'] ?? [];
       const largestKey = Math.max(...users.flatMap((page) => (JSON.parse(page.body) as { id: number }[]).map((user) => user.id)));
+      // Where a reader of the SQLite service's feed stands at the move.
+      const feed = (await request(base, 'GET', '/_changes?since=0&limit=1000')).body as { seq: number }[];
+      const lastSeq = feed.at(-1)?.seq as number;
+      assert.ok(lastSeq > 1, 'the writes were recorded');
       assert.is(await sqliteService.stop(), 0);
       sqliteService = undefined;
 
@@ -145,6 +150,15 @@ Copy('copies a SQLite service into PostgreSQL and the PostgreSQL service answers
 
       const created = await request(pgService.url, 'POST', '/users', json({ name: 'New', email: 'new@example.com' }));
       assert.is(created.status, 201);
+      // The feed goes on after the file's last change: a reader that was there gets the next one; one from
+      // before is a 410 (read afresh: the copied rows are data, not changes).
+      assert.match(copied.output, new RegExp(`the change feed goes on after seq ${lastSeq}`));
+      const next = (await request(pgService.url, 'GET', `/_changes?since=${lastSeq}`)).body as { seq: number; id: number }[];
+      assert.equal(
+        next.map((c) => [c.seq, c.id]),
+        [[lastSeq + 1, created.body.id]],
+      );
+      assert.is((await request(pgService.url, 'GET', '/_changes?since=0')).status, 410);
       assert.ok(created.body.id > largestKey, `new key ${created.body.id} is past the largest copied key ${largestKey}`);
       assert.ok(created.body.id > 13, 'keys SQLite handed out before (the deleted user 12, the idempotent 13) are not reused');
     } finally {
@@ -163,13 +177,17 @@ Copy('refuses a target that already holds rows, in one line, and changes nothing
       const service = await spawnService({ DATABASE_PATH: file });
       assert.is((await request(service.url, 'POST', '/users', json({ name: 'A', email: 'a@example.com' }))).status, 201);
       assert.is(await service.stop(), 0);
-      assert.is((await runScript('cli/copy-to-postgres.js', {}, ['--from', file, '--to', target.url])).code, 0);
+      // A service started once on the empty PostgreSQL database (as the README's steps may have it) made its
+      // cursor key and the feed's triggers there: the copy still takes it, the file's key replacing that one.
+      const early = await spawnService({ DATABASE_URL: target.url });
+      assert.is(await early.stop(), 0);
+      const first = await runScript('cli/copy-to-postgres.js', {}, ['--from', file, '--to', target.url]);
+      assert.is(first.code, 0, first.output);
       const second = await runScript('cli/copy-to-postgres.js', {}, ['--from', file, '--to', target.url]);
       assert.is(second.code, 1);
       const errors = second.output.split('\n').filter((line) => line.startsWith('copy-to-postgres:'));
       assert.is(errors.length, 1, second.output);
-      // The service made its cursor key at start, and the first copy carried it over with the users.
-      assert.match(errors[0] as string, /already holds rows \(in users, restable_secrets\)/, second.output);
+      assert.match(errors[0] as string, /already holds rows \(in users\)/, second.output);
       assert.not.match(second.output, /\bat \S+:\d+/, 'no stack trace');
     } finally {
       await target.drop();
@@ -192,6 +210,11 @@ Copy('refuses a SQLite file that is not migrated, and a missing one, in one line
       const missing = await runScript('cli/copy-to-postgres.js', {}, ['--from', join(dir, 'none.db'), '--to', target.url]);
       assert.is(missing.code, 1);
       assert.match(missing.output, /^copy-to-postgres: cannot open the SQLite database .*none\.db: .*\n$/);
+      const junk = join(dir, 'junk.db');
+      writeFileSync(junk, 'not a database, but long enough to be taken for one at first sight'.repeat(100));
+      const notSqlite = await runScript('cli/copy-to-postgres.js', {}, ['--from', junk, '--to', target.url]);
+      assert.is(notSqlite.code, 1);
+      assert.match(notSqlite.output, /^copy-to-postgres: cannot read the SQLite database .*junk\.db: file is not a database\n$/);
       const usage = await runScript('cli/copy-to-postgres.js', {}, ['--from', blank]);
       assert.is(usage.code, 1);
       assert.match(usage.output, /^copy-to-postgres: usage: /);

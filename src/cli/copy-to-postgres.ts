@@ -15,6 +15,8 @@ import { toPgTables } from '../db/pg-schema.js';
 import { closePostgres, openPostgres, POSTGRES_DEFAULTS, redactUrl } from '../db/postgres.js';
 import { ident } from '../db/quote.js';
 import * as userSchema from '../db/schema.js';
+import { createRegistry } from '../resources.js';
+import { continueFeedInPg } from '../store/changes.js';
 
 /** A refusal or failure its one-line message explains in full. */
 class CopyError extends Error {
@@ -137,16 +139,23 @@ async function advanceSequences(client: pg.PoolClient, tables: string[], highs: 
   }
 }
 
-/** Refuses a target that holds any row in the tables to copy; locks them first so that nothing writes meanwhile. */
+/** The cursor key a service started on the empty database made: the file's own replaces it (its cursors go on working). */
+const SECRETS = getTableConfig(internalSchema.secrets).name;
+
+/**
+ * Refuses a target that holds any row in the tables to copy (the cursor key aside, which is replaced);
+ * locks them first so that nothing writes meanwhile.
+ */
 async function requireEmpty(client: pg.PoolClient, tables: string[], target: string): Promise<void> {
   await client.query(`LOCK TABLE ${tables.map(ident).join(', ')} IN EXCLUSIVE MODE`);
   const filled: string[] = [];
-  for (const table of tables) {
+  for (const table of tables.filter((t) => t !== SECRETS)) {
     if ((await client.query(`SELECT EXISTS (SELECT 1 FROM ${ident(table)}) AS filled`)).rows[0]?.filled) filled.push(table);
   }
   if (filled.length > 0) {
     throw new CopyError(`${target} already holds rows (in ${filled.join(', ')}); copy only into a database whose tables are empty`);
   }
+  await client.query(`DELETE FROM ${ident(SECRETS)}`);
 }
 
 /** Opens the SQLite file read-only and checks that its migrations are exactly this code's. */
@@ -157,7 +166,13 @@ function openSource(path: string): Database.Database {
   } catch (error) {
     throw new CopyError(`cannot open the SQLite database ${path}: ${(error as Error).message}`);
   }
-  const status = migrationStatus({ sqlite, db: drizzleSqlite({ client: sqlite }) });
+  let status: ReturnType<typeof migrationStatus>;
+  try {
+    status = migrationStatus({ sqlite, db: drizzleSqlite({ client: sqlite }) });
+  } catch (error) {
+    sqlite.close();
+    throw new CopyError(`cannot read the SQLite database ${path}: ${(error as Error).message}`);
+  }
   if (status.unknown > 0) {
     sqlite.close();
     throw new CopyError(
@@ -205,12 +220,16 @@ async function copyToPostgres(from: string, to: string, log: (line: string) => v
         copied.set(name, await insertRows(db, pgTables[exportName] as PgTable, rows, width));
       }
       await advanceSequences(client, names, autoincrementHighs(sqlite));
+      const after = await continueFeedInPg(client, sqlite, createRegistry(userSchema).resources);
+      if (after > 0) log(`${target}: the change feed goes on after seq ${after}`);
       await client.query('COMMIT');
       return copied;
     } catch (error) {
       await client.query('ROLLBACK').catch(() => {});
       if (error instanceof CopyError) throw error;
-      throw new CopyError(`copy failed, nothing was written to ${target}: ${(error as Error).message}`);
+      // PostgreSQL's own words (a failed batch's message is its whole query and parameters): one line.
+      const cause = (error as Error).cause instanceof Error ? ((error as Error).cause as Error) : (error as Error);
+      throw new CopyError(`copy failed, nothing was written to ${target}: ${cause.message.split('\n')[0]?.slice(0, 300)}`);
     } finally {
       client.release();
       sqlite.exec('ROLLBACK');

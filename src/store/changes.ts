@@ -87,6 +87,21 @@ export function sqliteChangeLog(
   submit: <T>(work: () => T) => Promise<T>,
 ): ChangeLog {
   installSqlite(sqlite, resources);
+  const reader = sqliteChangeReader(sqlite, resources);
+  const head = sqlite.prepare(`SELECT seq, at FROM ${TABLE} ORDER BY seq LIMIT ?`);
+  const remove = sqlite.prepare(`DELETE FROM ${TABLE} WHERE seq <= ?`);
+  const purge = sqlite.transaction((before: string, batch: number) => {
+    const last = purgeable(head.all(batch) as { seq: number; at: string }[], before, reader.bounds().newest);
+    return last === undefined ? 0 : remove.run(last).changes;
+  });
+  return { ...reader, purge: (before, batch) => submit(() => purge(before, batch)) };
+}
+
+/** Reads a SQLite file's change log (its table must be there), writing nothing. */
+function sqliteChangeReader(
+  sqlite: Database.Database,
+  resources: Resource[],
+): { after: (since: number, limit: number, kinds?: readonly string[]) => ChangeEntry[]; bounds: () => { floor: number; newest: number } } {
   const page = new Map<number, Database.Statement>();
   const pageOf = (kinds: number) => {
     let statement = page.get(kinds);
@@ -98,13 +113,6 @@ export function sqliteChangeLog(
     return statement;
   };
   const bounds = sqlite.prepare(`SELECT coalesce(min(seq) - 1, 0) AS floor, coalesce(max(seq), 0) AS newest FROM ${TABLE}`);
-  const head = sqlite.prepare(`SELECT seq, at FROM ${TABLE} ORDER BY seq LIMIT ?`);
-  const remove = sqlite.prepare(`DELETE FROM ${TABLE} WHERE seq <= ?`);
-  const purge = sqlite.transaction((before: string, batch: number) => {
-    const { newest } = bounds.get() as { newest: number };
-    const last = purgeable(head.all(batch) as { seq: number; at: string }[], before, newest);
-    return last === undefined ? 0 : remove.run(last).changes;
-  });
   // SQLite has no base64: the triggers record a BLOB key as hex, turned here into its base64 text.
   const blobKeys = new Map(
     recorded(resources)
@@ -120,7 +128,6 @@ export function sqliteChangeLog(
   return {
     after: (since, limit, kinds = []) => (pageOf(kinds.length).all(since, ...kinds, limit) as Parameters<typeof toEntry>[0][]).map(read),
     bounds: () => bounds.get() as { floor: number; newest: number },
-    purge: (before, batch) => submit(() => purge(before, batch)),
   };
 }
 
@@ -130,7 +137,7 @@ function sqliteTriggers(resource: Resource): Map<string, string> {
   const table = ident(resource.name);
   for (const { op, event, row } of OPS) {
     const name = `${PREFIX}${resource.name}_${op}`;
-    // SQLite has no base64: a BLOB key is recorded as hex and turned into base64 when read (sqliteChangeLog's after).
+    // SQLite has no base64: a BLOB key is recorded as hex and turned into base64 when read (sqliteChangeReader).
     const key = `json_array(${resource.key.map((f) => (isBlob(f) ? `hex(${row}.${ident(f.column.name)})` : `${row}.${ident(f.column.name)}`)).join(', ')})`;
     const values = `${literal(resource.name)}, ${key}, '${op}', strftime('%Y-%m-%dT%H:%M:%fZ')`;
     triggers.set(
@@ -256,18 +263,49 @@ BEGIN
 END $$`;
 }
 
+/** PostgreSQL: the feed's two tables, made if they are not there yet. */
+async function makePgTables(client: pg.ClientBase): Promise<void> {
+  await client.query(
+    `CREATE TABLE IF NOT EXISTS ${TABLE} (seq bigint PRIMARY KEY, kind text NOT NULL, key jsonb NOT NULL, op text NOT NULL, at timestamptz NOT NULL)`,
+  );
+  await client.query(
+    `CREATE TABLE IF NOT EXISTS ${PENDING} (local bigserial NOT NULL, kind text NOT NULL, key jsonb NOT NULL, op text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`,
+  );
+}
+
+/**
+ * For a copy of a SQLite file into PostgreSQL (copy-to-postgres, inside its transaction): the file's
+ * newest change, read as its feed gives it, becomes PostgreSQL's first, so numbering goes on after it
+ * and a reader's position from the file stays one (an older one is a 410 there: read afresh, as the
+ * copied rows are data, not changes made). What the copy's own inserts recorded, when the feed's
+ * triggers were already there, is dropped. Returns the seq the feed goes on after (0: no change yet).
+ */
+export async function continueFeedInPg(client: pg.ClientBase, sqlite: Database.Database, resources: Resource[]): Promise<number> {
+  await makePgTables(client);
+  await client.query(`DELETE FROM ${PENDING}`);
+  const recordedInFile = sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(TABLE) !== undefined;
+  if (!recordedInFile) return 0;
+  const reader = sqliteChangeReader(sqlite, resources);
+  const { newest } = reader.bounds();
+  const [last] = newest > 0 ? reader.after(newest - 1, 1) : [];
+  if (!last) return 0;
+  await client.query(`INSERT INTO ${TABLE} (seq, kind, key, op, at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (seq) DO NOTHING`, [
+    last.seq,
+    last.kind,
+    JSON.stringify(last.key),
+    last.op,
+    last.at,
+  ]);
+  return last.seq;
+}
+
 /** Makes the feed's tables, each kind's trigger function and its three statement triggers; drops those of kinds gone. */
 function installPg(pool: pg.Pool, resources: Resource[]): Promise<void> {
   return withConnection(
     pool,
     async (client) => {
       await client.query(PG_LOCK);
-      await client.query(
-        `CREATE TABLE IF NOT EXISTS ${TABLE} (seq bigint PRIMARY KEY, kind text NOT NULL, key jsonb NOT NULL, op text NOT NULL, at timestamptz NOT NULL)`,
-      );
-      await client.query(
-        `CREATE TABLE IF NOT EXISTS ${PENDING} (local bigserial NOT NULL, kind text NOT NULL, key jsonb NOT NULL, op text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`,
-      );
+      await makePgTables(client);
       // No index: every write inserts here and only the sequencer reads, all of it at once (an index
       // was a fifth of what recording cost a write). Tables made by an earlier version lose theirs.
       const { rows: indexed } = await client.query(`SELECT 1 FROM pg_constraint WHERE conname = $1 AND conrelid = $2::regclass`, [
