@@ -167,8 +167,15 @@ backups('`backup` takes a consistent copy while the service is writing', async (
     assert.is(fallback.code, 0);
     assert.equal(readdirSync(join(temp.dir, 'backups')).length, 1);
     // A destination the file system refuses (its folder is a file; a folder that cannot be made) is one line, exit 1.
-    for (const refused of [join(target, 'inside.db'), '/proc/restable-nowhere/copy.db']) {
-      const failure = await runScript('cli/backup.js', env, [refused]);
+    const refusals: [Record<string, string>, string[]][] = [
+      [env, [join(target, 'inside.db')]],
+      [env, ['/proc/restable-nowhere/copy.db']],
+      [{ DATABASE_PATH: join(temp.dir, 'nowhere', 'app.db') }, []],
+      [{ ...env, DATABASE_URL: 'postgres://u@127.0.0.1:1/db' }, []],
+      [env, ['a.db', 'b.db']],
+    ];
+    for (const [variables, args] of refusals) {
+      const failure = await runScript('cli/backup.js', variables, args);
       assert.is(failure.code, 1, failure.output);
       assert.match(failure.output.trim(), /^backup: /);
       assert.is(failure.output.trim().split('\n').length, 1, failure.output);

@@ -1,6 +1,6 @@
 // `npm run backup -- [file]`: an online, consistent copy of the configured database, safe while the
 // service is serving; a progress bar on a terminal; the copy is integrity-checked before it counts.
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { SingleBar } from 'cli-progress';
@@ -10,6 +10,10 @@ import { type BackupProgress, backupDatabase, defaultBackupPath } from '../db/ba
 try {
   const { positionals } = parseArgs({ allowPositionals: true });
   const config = parseConfig();
+  // A PostgreSQL database is backed up by PostgreSQL's tools; the SQLite file beside it is not what is served.
+  if (config.databaseUrl) throw new ConfigError('DATABASE_URL is set: back PostgreSQL up with pg_dump; npm run backup copies SQLite files');
+  if (positionals.length > 1) throw new ConfigError('usage: npm run backup -- [file]');
+  if (!existsSync(config.databasePath)) throw new ConfigError(`there is no database at ${config.databasePath} to back up`);
   const destination = positionals[0] ?? defaultBackupPath(config.databasePath);
   const source = new Database(config.databasePath, { readonly: true, fileMustExist: true, timeout: 5000 });
   const bar = process.stderr.isTTY
