@@ -1,6 +1,6 @@
-// How a connection ends and when a client may send its body: a close in stages after an answer sent
-// before the request was read whole (RFC 9112 §9.6), and `100 Continue` only once the body is read.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+// How a connection carries its requests: one after another (RFC 9112 §9.3.2), none after an answer that
+// closes it, a close in stages (§9.6), and `100 Continue` only once the body is read.
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 
@@ -26,6 +26,31 @@ export function lingerAfterResponse(socket: Socket): void {
   socket.destroySoon = function lingeringClose(this: Socket) {
     this.end();
     linger(this);
+  };
+}
+
+/** Connections an answer has said it closes: what arrives on them after it is not served (RFC 9112 §9.6). */
+const closing = new WeakSet<Duplex>();
+
+/** Notes that the answer being written on `socket` closes it. */
+export function markClosing(socket: Duplex | null): void {
+  if (socket) closing.add(socket);
+}
+
+/**
+ * The server's request listener around `serve`: a request pipelined behind one whose answer is still
+ * being written waits until that answer is done (Node hands it its socket then), so that requests on a
+ * connection run in the order they came, writes included (RFC 9112 §9.3.2); one that comes after an
+ * answer that closes the connection is not served at all (its body is read and dropped).
+ */
+export function inConnectionOrder(serve: RequestListener): RequestListener {
+  const start = (req: IncomingMessage, res: ServerResponse) => {
+    if (closing.has(req.socket)) return void req.resume();
+    serve(req, res);
+  };
+  return (req, res) => {
+    if (res.socket === null) res.once('socket', () => start(req, res));
+    else start(req, res);
   };
 }
 

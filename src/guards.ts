@@ -4,6 +4,7 @@ import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { type IncomingMessage, type OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import cors from 'cors';
 import type { Config } from './config.js';
+import { markClosing } from './connection.js';
 import { ApiError } from './errors.js';
 import { createInFlightGate, createRateLimiter, SEAT } from './load.js';
 import { protocolError, type Target } from './protocol.js';
@@ -93,7 +94,12 @@ export class IdentifiedResponse<Request extends IncomingMessage = IncomingMessag
       const [name, value] = SECURITY_ENTRIES[i] as [string, string];
       list.push(name, value);
     }
-    return reason === undefined ? super.writeHead(statusCode, list as string[]) : super.writeHead(statusCode, reason, list as string[]);
+    if (reason === undefined) super.writeHead(statusCode, list as string[]);
+    else super.writeHead(statusCode, reason, list as string[]);
+    // An answer that closes the connection (Connection: close, a stop, HTTP/1.0): nothing after it is served.
+    // Node marks it `_last` when it stores the headers (shouldKeepAlive stays true for an explicit close).
+    if ((this as { _last?: boolean })._last) markClosing(this.socket);
+    return this;
   }
 }
 

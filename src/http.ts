@@ -234,8 +234,8 @@ export function sendProblem(res: ServerResponse, problem: ProblemResponse): void
   }
   let { headers } = problem;
   const req = res.req as IncomingMessage | undefined;
-  if (req && !req.complete && headers.Connection === undefined && announcesBody(req)) {
-    headers = { ...headers, Connection: 'close' };
+  if (req && !req.complete && announcesBody(req)) {
+    if (headers.Connection === undefined) headers = { ...headers, Connection: 'close' };
     lingerAfterResponse(req.socket);
   }
   writeBody(res, problem.status, 'application/problem+json', JSON.stringify(problem.body), headers);

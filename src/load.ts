@@ -41,11 +41,10 @@ export function bodyBudgetOf(req: IncomingMessage): BodyBudget | undefined {
   return (req as { [BUDGET]?: BodyBudget })[BUDGET];
 }
 
-/** The 503 of a request refused because too much is in flight. */
-function overloaded(hasBody: boolean): ApiError {
+/** The 503 of a request refused because too much is in flight (a body left unread closes the connection: sendProblem). */
+function overloaded(): ApiError {
   return new ApiError('unavailable', 'The service is at its limit of work in flight; try again shortly.', {
-    // A body that is not read must not be taken for the next request on this connection.
-    headers: hasBody ? { 'Retry-After': '1', Connection: 'close' } : { 'Retry-After': '1' },
+    headers: { 'Retry-After': '1' },
   });
 }
 
@@ -68,7 +67,7 @@ export function createInFlightGate(config: Pick<Config, 'maxInFlight' | 'maxBody
   }
   return (req: IncomingMessage, res: ServerResponse): ApiError | undefined => {
     const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length']) > 0;
-    if (requests >= config.maxInFlight || (hasBody && bytes >= config.maxBodyBytesInFlight)) return overloaded(hasBody);
+    if (requests >= config.maxInFlight || (hasBody && bytes >= config.maxBodyBytesInFlight)) return overloaded();
     requests++;
     (res as { [SEAT]?: unknown })[SEAT] = leave;
     res.on('close', leave);
@@ -91,7 +90,7 @@ export function createInFlightGate(config: Pick<Config, 'maxInFlight' | 'maxBody
 }
 
 /** The 503 for a body refused part-way because the bodies being read hold the whole budget. */
-export const overBudget = () => overloaded(true);
+export const overBudget = () => overloaded();
 
 /** The policy's name in the RateLimit fields. */
 const POLICY = 'per-client';

@@ -4,7 +4,7 @@ import { createServer, type IncomingMessage, type RequestListener, type Server, 
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
-import { continueWhenRead, linger } from './connection.js';
+import { continueWhenRead, inConnectionOrder, linger } from './connection.js';
 import { IdentifiedResponse, requestIdOf, SECURITY_HEADER_LINES } from './guards.js';
 
 const KEEP_ALIVE_TIMEOUT_MS = 5000;
@@ -74,6 +74,7 @@ export function createHttpServer(
   config: Pick<Config, 'headersTimeoutMs' | 'requestTimeoutMs'>,
   log?: RefusalLog,
 ): Server {
+  const serve = inConnectionOrder(listener);
   const server = createServer(
     {
       // Every response carries its request id and the security headers (see guards.ts).
@@ -85,7 +86,7 @@ export function createHttpServer(
       // The app checks Host itself and answers a missing one with a problem body (Node's 400 is bare).
       requireHostHeader: false,
     },
-    listener,
+    serve,
   );
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) =>
     refuse(log, socket, PARSE_FAILURES[error.code ?? ''] ?? UNREADABLE),
@@ -95,9 +96,9 @@ export function createHttpServer(
   // (401, 404, 415…) gets its final answer instead, and the client never sends the body.
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     continueWhenRead(req, res);
-    listener(req, res);
+    serve(req, res);
   });
   // An Expect other than 100-continue goes to the app like any request; its guards answer 417.
-  server.on('checkExpectation', listener);
+  server.on('checkExpectation', serve);
   return server;
 }

@@ -410,6 +410,20 @@ inFlight('a body announced but not sent holds nothing: idle uploads cannot shut 
   }
 });
 
+inFlight('requests pipelined behind an endless stream take no share, and leave none behind', async ({ service }) => {
+  const socket = connect(portOf(service.url), '127.0.0.1');
+  await new Promise((resolve) => socket.once('connect', resolve));
+  socket.on('error', () => {});
+  socket.write(
+    `GET /_changes HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n${'GET /users HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(10)}`,
+  );
+  await sleep(300);
+  assert.is((await service.request('GET', '/users')).status, 200, 'the queued requests hold shares');
+  socket.destroy();
+  await sleep(300);
+  assert.ok(await eventually(async () => (await service.request('GET', '/users')).status === 200));
+});
+
 inFlight('a request whose client goes away gives its share back', async ({ service }) => {
   for (let round = 0; round < 5; round++) {
     const held = [pendingPost(service.url, '/users', 700, 650), pendingPost(service.url, '/users', 60)];

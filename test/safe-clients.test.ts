@@ -468,4 +468,31 @@ hardening('a request pipelined before malformed bytes gets its own answer first,
   assert.not.match(alone, /HTTP\/1\.1 400/);
 });
 
+hardening('requests pipelined on one connection run in order, and none after an answer that closes it', async ({ service }) => {
+  const user = (await service.request('POST', '/users', { body: userSample() })).body;
+  const patch = '{"name":"Renamed"}';
+  const ordered = await rawExchange(
+    service,
+    `PATCH /users/${user.id} HTTP/1.1\r\nHost: x\r\nContent-Type: application/merge-patch+json\r\nContent-Length: ${patch.length}\r\n\r\n${patch}` +
+      `DELETE /users/${user.id} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+  );
+  assert.equal(
+    [...ordered.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1]),
+    ['200', '204'],
+  );
+  // A 415 closes the connection (its body is not read): the POST sent behind it is neither answered nor run.
+  const body = JSON.stringify(userSample());
+  const refused = await rawExchange(
+    service,
+    'POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}' +
+      `POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
+  assert.equal(
+    [...refused.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1]),
+    ['415'],
+  );
+  const email = encodeURIComponent(JSON.parse(body).email);
+  assert.equal((await service.request('GET', `/users?email=${email}`)).body, []);
+});
+
 hardening.run();
