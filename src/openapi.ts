@@ -19,7 +19,17 @@ const oneOrMany = (schema: Json): Json => ({
   oneOf: [schema, { type: 'array', items: schema, minItems: BULK_ELEMENTS.min, maxItems: BULK_ELEMENTS.max }],
 });
 
-import { type Field, type Method, OPEN_PATHS, PROBE_PATHS, READ_METHODS, type Registry, type Resource, type Route } from './resources.js';
+import {
+  type Field,
+  type Method,
+  OPEN_PATHS,
+  PROBE_PATHS,
+  READ_METHODS,
+  type Registry,
+  type Resource,
+  type Route,
+  SERVER_MANAGED_FIELDS,
+} from './resources.js';
 
 type Json = Record<string, unknown>;
 
@@ -61,7 +71,9 @@ function elementSchema(resource: Resource): Json {
     if (custom) properties[field.key] = field.column.notNull ? custom : { anyOf: [custom, { type: 'null' }] };
     if (!field.readOnly) continue;
     properties[field.key] = { ...properties[field.key], readOnly: true };
-    if (!resource.key.includes(field)) properties[field.key] = { ...properties[field.key], format: 'date-time' };
+    // The timestamps the server stamps (a generated column is read-only too, as whatever its type is).
+    if ((SERVER_MANAGED_FIELDS as readonly string[]).includes(field.key) && !resource.key.includes(field))
+      properties[field.key] = { ...properties[field.key], format: 'date-time' };
   }
   return schema;
 }

@@ -327,6 +327,9 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
     const addressable = (k: string) => {
       const schema = generated.shape[k] as z.ZodType;
       const value = schema instanceof z.ZodOptional ? (schema.unwrap() as z.ZodType) : schema;
+      // A BLOB key (base64 text) is not empty either.
+      if (customKindOf(columns[k] as SQLiteColumn) === 'bytes')
+        return value.refine((v) => v !== '', 'must not be empty: the element is addressed by it');
       if (!(value instanceof z.ZodString)) return value;
       const segment =
         keyFields.length === 1

@@ -466,6 +466,11 @@ generatedColumns('served, computed on every write, sent back unchanged with PUT,
   }
   assert.equal((await service.request('GET', '/Defs/3')).body, { id: 3, n: 1, twice: 2, next: 2 });
   assert.equal((await service.request('GET', '/Defs?twice[gt]=3&fields=id')).body, [{ id: 2 }]);
+  // The document says what they are: read-only integers, no date-times.
+  const schema = (await service.request('GET', '/openapi.json')).body.components.schemas.Defs.properties;
+  assert.is(schema.twice.readOnly, true);
+  assert.is(schema.twice.format, undefined);
+  assert.is(schema.next.format, undefined);
 });
 
 generatedColumns.run();

@@ -172,7 +172,8 @@ givenKey.before(async (ctx) => {
       'CREATE TABLE "Defs" ("id" INTEGER PRIMARY KEY, "n" INTEGER NOT NULL, "twice" INTEGER GENERATED ALWAYS AS ("n" * 2) VIRTUAL);' +
       'CREATE TABLE "Employee" ("id" INTEGER PRIMARY KEY, "email" TEXT NOT NULL UNIQUE);' +
       'CREATE TABLE "Desk" ("id" INTEGER PRIMARY KEY, "code" TEXT NOT NULL UNIQUE);' +
-      'CREATE TABLE "Mail" ("id" INTEGER PRIMARY KEY, "to" TEXT REFERENCES "Employee" ("email"), "desk" TEXT REFERENCES "Desk" ("code"));',
+      'CREATE TABLE "Mail" ("id" INTEGER PRIMARY KEY, "to" TEXT REFERENCES "Employee" ("email"), "desk" TEXT REFERENCES "Desk" ("code"));' +
+      'CREATE TABLE "Node" ("id" INTEGER PRIMARY KEY, "code" TEXT NOT NULL UNIQUE, "parentCode" TEXT REFERENCES "Node" ("code"));',
   );
   sqlite.close();
   ctx.service = (await serveIntrospected(dir, { file })).service;
@@ -227,6 +228,14 @@ givenKey('foreign keys to a unique field other than the key: a 422 naming each f
   const deleted = await service.request('DELETE', '/Employee/1');
   assert.is(deleted.status, 409, deleted.text);
   assert.match(deleted.body.detail, /still referenced by Mail \(to\)/);
+  // A kind that refers to itself: changing the field its own rows name is a 409 too, a reference to nothing a 422.
+  assert.is((await service.request('POST', '/Node', { body: { code: 'a' } })).status, 201);
+  assert.is((await service.request('POST', '/Node', { body: { code: 'b', parentCode: 'a' } })).status, 201);
+  const renamed2 = await service.request('PATCH', '/Node/1', { body: { code: 'a2' } });
+  assert.is(renamed2.status, 409, renamed2.text);
+  const dangling2 = await service.request('PATCH', '/Node/2', { body: { parentCode: 'zz' } });
+  assert.is(dangling2.status, 422, dangling2.text);
+  assert.equal(dangling2.body.errors, [{ path: 'parentCode', message: 'names no Node element' }]);
 });
 
 givenKey.run();

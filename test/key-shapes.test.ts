@@ -48,6 +48,15 @@ shapes('/readyz finds every table and column of these schemas in the database', 
   assert.is(ready.status, 200, ready.text);
 });
 
+shapes('an empty BLOB key is refused: no path would address it', async ({ service }) => {
+  const empty = await service.request('POST', '/Blobs', { body: { key: '', note: 'x' } });
+  assert.is(empty.status, 422, empty.text);
+  assert.equal(
+    empty.body.errors.map((e: { path: string }) => e.path),
+    ['key'],
+  );
+});
+
 shapes('a BLOB key is addressed by its base64 text: read, changed and deleted', async ({ service }) => {
   const key = Buffer.from([0, 1, 2, 250]).toString('base64');
   const made = await service.request('POST', '/Blobs', { body: { key, note: 'x' } });

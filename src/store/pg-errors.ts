@@ -1,5 +1,6 @@
 // PostgreSQL's errors as the API's, mapped in one place: constraint violations (SQLSTATE class 23)
 // as 409/422, unreachable or overloaded servers as 503, races (40001, 40P01) as retryable.
+import { getTableConfig, type SQLiteTable } from 'drizzle-orm/sqlite-core';
 import { ApiError } from '../errors.js';
 import type { Resource } from '../resources.js';
 import { refusals } from './store.js';
@@ -95,12 +96,20 @@ export function writeError(resource: Resource, action: 'write' | 'remove', error
   switch (code) {
     case '23505':
       return refusals.taken(resource, fieldsOf(columnsInDetail(e.detail)), error);
-    case '23503':
-      // A write that changes a field other kinds' elements name (not the key: no write changes it) breaks their
-      // constraint, not its own: refused like a delete. (The table, not the message, which may be translated.)
-      return action === 'remove' || (e.table !== undefined && e.table !== resource.name)
+    case '23503': {
+      // A write that changes a field other elements name (not the key: no write changes it) breaks their
+      // constraint, not its own: refused like a delete. Told by the constraint's table, or (a kind that
+      // refers to itself) by the field named being none of this kind's references.
+      const columns = columnsInDetail(e.detail);
+      const own = new Set(
+        getTableConfig(resource.table as SQLiteTable).foreignKeys.flatMap((fk) => fk.reference().columns.map((c) => c.name)),
+      );
+      const underReferences = (e.table !== undefined && e.table !== resource.name) || columns.some((c) => !own.has(c));
+      const named = fieldsOf(columns);
+      return action === 'remove' || underReferences
         ? refusals.stillReferenced(resource, error)
-        : refusals.missingParent(resource, fieldsOf(columnsInDetail(e.detail)), error);
+        : refusals.missingParent(resource, named, error);
+    }
     case '23502': {
       const keys = fieldsOf(e.column ? [e.column] : []);
       return new ApiError('unprocessable', `The ${resource.name} element is missing a required value.`, {
