@@ -29,6 +29,10 @@ export function lingerAfterResponse(socket: Socket): void {
   };
 }
 
+/** Whether a request announced a body (chunks, or a length above zero). */
+export const announcesBody = (req: IncomingMessage): boolean =>
+  req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length']) > 0;
+
 /** Connections an answer has said it closes: what arrives on them after it is not served (RFC 9112 §9.6). */
 const closing = new WeakSet<Duplex>();
 

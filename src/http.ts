@@ -5,7 +5,7 @@ import contentType from 'content-type';
 import Negotiator from 'negotiator';
 import getRawBody from 'raw-body';
 import { etagOf } from './conditional.js';
-import { lingerAfterResponse, sendContinue } from './connection.js';
+import { announcesBody, lingerAfterResponse, sendContinue } from './connection.js';
 import { ApiError, type FieldError, MAX_REPORTED_ERRORS, type ProblemResponse, unlistedErrors } from './errors.js';
 import { bodyBudgetOf, overBudget } from './load.js';
 import { checkJsonDocument, checkJsonText, MAX_JSON_DEPTH } from './validation.js';
@@ -217,10 +217,6 @@ export function sendEmpty(res: ServerResponse, status: number, headers: Record<s
   res.writeHead(status, headers);
   res.end();
 }
-
-/** Whether a request announced a body (a length above zero, or chunks). */
-const announcesBody = (req: IncomingMessage) =>
-  req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0');
 
 /**
  * Sends an RFC 9457 problem as application/problem+json. A refusal sent before the request's body

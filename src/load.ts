@@ -5,6 +5,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type * as Flexible from 'rate-limiter-flexible';
 import type { Config } from './config.js';
+import { announcesBody } from './connection.js';
 import { ApiError } from './errors.js';
 
 /**
@@ -66,7 +67,7 @@ export function createInFlightGate(config: Pick<Config, 'maxInFlight' | 'maxBody
     requests--;
   }
   return (req: IncomingMessage, res: ServerResponse): ApiError | undefined => {
-    const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length']) > 0;
+    const hasBody = announcesBody(req);
     if (requests >= config.maxInFlight || (hasBody && bytes >= config.maxBodyBytesInFlight)) return overloaded();
     requests++;
     (res as { [SEAT]?: unknown })[SEAT] = leave;

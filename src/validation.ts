@@ -174,8 +174,8 @@ function fieldsOf(schema: z.ZodObject): Set<string> {
 /**
  * Whether a client's value repeats a value the server holds (a read-only field, a key from the
  * path). Held values are SQLite scalars, so the comparison stops at once on a nested client value.
- * A timestamp the server manages is repeated by any ISO 8601 spelling of the same instant
- * (`…Z`, `…+00:00`, `.500` or `.500000`), as its filters read it.
+ * A timestamp the server manages is repeated by the same instant written as filters take one
+ * (`…Z`, `…+00:00`, `.500` or `.500000`: src/instant.ts).
  */
 function repeats(value: unknown, held: unknown, key?: string): boolean {
   if (isDeepStrictEqual(value, held)) return true;

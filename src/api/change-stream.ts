@@ -71,7 +71,11 @@ const PAGE = 500;
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** One Server-Sent Event per change: `id` its seq (what Last-Event-ID resumes from), `event` its op, `data` the change. */
-const eventOf = (change: Change) => `id: ${change.seq}\nevent: ${change.op}\ndata: ${JSON.stringify(change)}\n\n`;
+const eventOf = (change: Change): Event => ({
+  seq: change.seq,
+  kind: change.kind,
+  text: `id: ${change.seq}\nevent: ${change.op}\ndata: ${JSON.stringify(change)}\n\n`,
+});
 
 /**
  * The streams of one process. A single loop (never two at once) reads the changes after `head`
@@ -172,10 +176,7 @@ export function createChangeStreams(
       }
       const changes = await present(entries);
       if (!streams.has(stream)) break;
-      sendWhileKeepingUp(
-        stream,
-        changes.map((change) => ({ seq: change.seq, kind: change.kind, text: eventOf(change) })),
-      );
+      sendWhileKeepingUp(stream, changes.map(eventOf));
       await turn(); // the socket writes what it can before the next page is made
     }
   };
@@ -187,7 +188,7 @@ export function createChangeStreams(
     const entries = await log.after(from, PAGE);
     if (entries.length === 0) return;
     const changes = await present(entries);
-    const events = changes.map((change) => ({ seq: change.seq, kind: change.kind, text: eventOf(change) }));
+    const events = changes.map(eventOf);
     const last = (entries.at(-1) as ChangeEntry).seq;
     for (const stream of streams) {
       // Still catching up: it reads these from the log later, at its pace (as one whose client reads slowly does).

@@ -99,7 +99,7 @@ export function writeError(resource: Resource, action: 'write' | 'remove', error
     case '23503': {
       // A write that changes a field other elements name (not the key: no write changes it) breaks their
       // constraint, not its own: refused like a delete. Told by the constraint's table, or (a kind that
-      // refers to itself) by the field named being none of this kind's references.
+      // refers to itself) by the columns named being none of this kind's foreign-key columns.
       const columns = columnsInDetail(e.detail);
       const own = new Set(
         getTableConfig(resource.table as SQLiteTable).foreignKeys.flatMap((fk) => fk.reference().columns.map((c) => c.name)),
