@@ -2,11 +2,11 @@
 // (resources, idempotency keys, the cursor secret) into a migrated, empty PostgreSQL database, in one transaction.
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
-import { getTableColumns, is } from 'drizzle-orm';
+import { getTableColumns } from 'drizzle-orm';
 import { drizzle as drizzleSqlite } from 'drizzle-orm/better-sqlite3';
 import { drizzle as drizzlePg, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import type { PgTable } from 'drizzle-orm/pg-core';
-import { getTableConfig, type SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core';
+import { getTableConfig, type SQLiteColumn, type SQLiteTable } from 'drizzle-orm/sqlite-core';
 import type pg from 'pg';
 import * as internalSchema from '../db/internal-schema.js';
 import { MigrationError, migrationStatus } from '../db/migrate.js';
@@ -17,72 +17,10 @@ import { ident } from '../db/quote.js';
 import * as userSchema from '../db/schema.js';
 import { createRegistry } from '../resources.js';
 import { continueFeedInPg } from '../store/changes.js';
-
-/** A refusal or failure its one-line message explains in full. */
-class CopyError extends Error {
-  override name = 'CopyError';
-}
-
-type Row = Record<string, unknown>;
+import { CopyError, parentsFirst, type Row, treeOrder } from './copy-order.js';
 
 /** Rows per INSERT: far below PostgreSQL's 65,535 bound parameters per statement, whatever the width. */
 const rowsPerInsert = (columns: number) => Math.max(1, Math.min(500, Math.floor(30_000 / columns)));
-
-/** The schema's SQLite tables, each after the tables its foreign keys point at (a self-reference aside). */
-function parentsFirst(schema: Record<string, unknown>): [string, SQLiteTable][] {
-  const tables = Object.entries(schema).filter((entry): entry is [string, SQLiteTable] => is(entry[1], SQLiteTable));
-  const ordered: [string, SQLiteTable][] = [];
-  const state = new Map<SQLiteTable, 'visiting' | 'done'>();
-  const visit = (entry: [string, SQLiteTable], path: string[]) => {
-    const [, table] = entry;
-    if (state.get(table) === 'done') return;
-    const name = getTableConfig(table).name;
-    if (state.get(table) === 'visiting') {
-      throw new CopyError(`the tables ${[...path, name].join(' → ')} reference each other in a cycle; copy-to-postgres cannot order them`);
-    }
-    state.set(table, 'visiting');
-    for (const fk of getTableConfig(table).foreignKeys) {
-      const parent = fk.reference().foreignTable;
-      const parentEntry = tables.find(([, t]) => t === parent);
-      if (parent !== table && parentEntry) visit(parentEntry, [...path, name]);
-    }
-    state.set(table, 'done');
-    ordered.push(entry);
-  };
-  for (const entry of tables) visit(entry, []);
-  return ordered;
-}
-
-/**
- * Rows of a table that references itself (a tree), parents before children, so that every foreign key
- * holds at the moment its row is inserted (PostgreSQL checks each statement, not the transaction).
- */
-function treeOrder(table: SQLiteTable, rows: Iterable<Row>): Iterable<Row> {
-  const columns = getTableColumns(table);
-  const keyOf = (column: SQLiteColumn) => Object.keys(columns).find((key) => columns[key] === column) as string;
-  const selfKeys = getTableConfig(table)
-    .foreignKeys.map((fk) => fk.reference())
-    .filter((reference) => reference.foreignTable === table)
-    .map((reference) => ({ from: reference.columns.map(keyOf), to: reference.foreignColumns.map(keyOf) }));
-  if (selfKeys.length === 0) return rows; // streamed: no table is held in memory but a tree
-  const id = (row: Row, keys: string[]) => JSON.stringify(keys.map((key) => row[key]));
-  const inserted = selfKeys.map(() => new Set<string>());
-  const ordered: Row[] = [];
-  let waiting = [...rows];
-  while (waiting.length > 0) {
-    const ready = (row: Row) => selfKeys.every(({ from }, i) => from.some((key) => row[key] == null) || inserted[i]?.has(id(row, from)));
-    const next = waiting.filter(ready);
-    if (next.length === 0) {
-      throw new CopyError(`${waiting.length} row(s) of ${getTableConfig(table).name} point at rows that are missing or form a cycle`);
-    }
-    for (const row of next) {
-      ordered.push(row);
-      for (const [i, { to }] of selfKeys.entries()) inserted[i]?.add(id(row, to));
-    }
-    waiting = waiting.filter((row) => !ready(row));
-  }
-  return ordered;
-}
 
 /** Reads a table's rows with better-sqlite3 and decodes each value as drizzle's SQLite column does (booleans, dates, JSON). */
 function* readRows(sqlite: Database.Database, table: SQLiteTable): Generator<Row> {
