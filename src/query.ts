@@ -1,7 +1,7 @@
 // Pure parsing of collection query strings (API.md §5): limit, cursor, sort, count, filters, shaping
 // and search words, converted to each field's type and bounded. Every failure is a 400 ApiError naming the parameter; no I/O.
 import { type CursorCodec, type CursorValue, Digest, toCursorValue } from './cursor.js';
-import { isInteger } from './db/columns.js';
+import { isInteger, isText } from './db/columns.js';
 import { hasWordCharacters } from './db/search.js';
 import { ApiError, badQuery, echo, type FieldError } from './errors.js';
 import { toInstant } from './instant.js';
@@ -127,6 +127,7 @@ function kindOf(field: Field): 'integer' | 'number' | 'decimal' | 'boolean' | 's
   if (columnType === 'SQLiteNumeric') return 'decimal';
   if (dataType === 'string' && (SERVER_MANAGED_FIELDS as readonly string[]).includes(field.key)) return 'timestamp';
   if (dataType === 'boolean' || dataType === 'string' || dataType === 'date') return dataType;
+  if (isText(field.column)) return 'string'; // dateText(): text, compared as text
   return undefined;
 }
 

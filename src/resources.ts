@@ -240,10 +240,24 @@ function keyCodec(key: Field[], path: string): Pick<Resource, 'parseId' | 'idOf'
   };
 }
 
+/** Text SQLite takes for a number in a column of numeric affinity: a well-formed integer or real literal, spaces around. */
+const NUMERIC_LITERAL = /^[ \t\n\v\f\r]*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[ \t\n\v\f\r]*$/;
+
+/**
+ * Whether text survives a column of numeric affinity (dateText()): text that is no number is stored as text,
+ * and an integer in canonical form (`2009`) as a number that reads back as the same text; anything else that
+ * reads as a number (`02134`, `1.50`, `1e3`, ` 12 `) would come back as other text.
+ * @see https://sqlite.org/datatype3.html#type_affinity
+ */
+export function keepsNumericText(text: string): boolean {
+  if (!NUMERIC_LITERAL.test(text)) return true;
+  return /^(0|-?[1-9][0-9]*)$/.test(text) && Number.isSafeInteger(Number(text));
+}
+
 /**
  * The validation of the values drizzle-zod cannot tell from the column class alone: exact decimals
  * for NUMERIC (text, as the database returns them), base64 for BLOBs, any scalar for untyped columns,
- * integers for intKey().
+ * integers for intKey(), text a dateText() column keeps.
  */
 function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () => z.ZodType> {
   const rules: Record<string, () => z.ZodType> = {};
@@ -253,6 +267,14 @@ function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () =>
     else if (custom === 'untyped') rules[key] = () => z.union([z.string(), z.number()]);
     // As drizzle-zod checks an integer() column: a safe integer, which JSON carries exactly.
     else if (custom === 'integer') rules[key] = () => z.int();
+    else if (custom === 'dateText')
+      rules[key] = () =>
+        z
+          .string()
+          .refine(
+            keepsNumericText,
+            'reads as a number, which this DATE/TIME column (numeric affinity in SQLite) would store as a number, not as this text',
+          );
     else if (is(column, SQLiteNumeric)) {
       rules[key] = () =>
         z

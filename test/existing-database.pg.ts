@@ -44,6 +44,37 @@ onPostgres('every path of every kind passes the contract checker', async ({ serv
   assert.ok(report.passed > 300, `${report.passed} probes`);
 });
 
+onPostgres(
+  'DATE and DATETIME columns hold the text SQLite would: the same refusals, text comparisons and CURRENT_TIMESTAMP format',
+  async ({ service }) => {
+    const tag = await service.request('POST', '/Tag', { body: { kind: 'era', label: 'now' } });
+    assert.is(tag.status, 201, tag.text);
+    const track = (await service.request('GET', '/Track?limit=1')).body[0];
+    const added = await service.request('POST', '/TrackTag', { body: { trackId: track.trackId, kind: 'era', label: 'now' } });
+    assert.is(added.status, 201, added.text);
+    assert.match(added.body.addedAt, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/, "SQLite's CURRENT_TIMESTAMP format, in UTC");
+    assert.ok(Math.abs(Date.parse(`${added.body.addedAt.replace(' ', 'T')}Z`) - Date.now()) < 60_000, added.body.addedAt);
+
+    const year = await service.request('POST', '/Employee', { body: { lastName: 'Year', firstName: 'Only', birthDate: '2009' } });
+    assert.is(year.status, 201, year.text);
+    assert.is(year.body.birthDate, '2009');
+    const other = await service.request('POST', '/Employee', {
+      body: { lastName: 'Date', firstName: 'Full', birthDate: '1962-02-18 00:00:00' },
+    });
+    assert.is(other.status, 201, other.text);
+    for (const value of ['02134', '1.50', ' 12 ', '1e3', '-0']) {
+      const reply = await service.request('PATCH', year.headers.get('location') as string, { body: { birthDate: value } });
+      assert.is(reply.status, 422, `${value}: ${reply.text}`);
+    }
+    const count = async (query: string) =>
+      (await service.request('GET', `/Employee?${query}&count=true&limit=1`)).headers.get('x-total-count');
+    assert.is(await count('birthDate[gt]=1970'), '1');
+    assert.is(await count('birthDate[lt]=1970'), '1');
+    assert.is(await count('birthDate=2009'), '1');
+    assert.is(await count('birthDate=02009'), '0');
+  },
+);
+
 onPostgres('composite text keys, NUMERIC, BLOB and untyped values, read-only kinds', async ({ service }) => {
   const tag = await service.request('POST', '/Tag', { body: { kind: 'mood, 100%', label: 'loud/ü', description: null } });
   assert.is(tag.status, 201, tag.text);

@@ -236,6 +236,47 @@ shapes('a NUMERIC filter compares numbers, and a value that is no decimal is a 4
   }
 });
 
+shapes(
+  'DATE and DATETIME columns hold text: text SQLite would store as another number is a 422; filters and sort compare text',
+  async ({ service }) => {
+    // Numeric affinity: "2009" is stored as 2009 and reads back as "2009"; "02134" would read back as "2134".
+    const created = await service.request('POST', '/Employee', { body: { lastName: 'Year', firstName: 'Only', birthDate: '2009' } });
+    assert.is(created.status, 201, created.text);
+    assert.is(created.body.birthDate, '2009');
+    const location = created.headers.get('location') as string;
+    const read = (await service.request('GET', location)).body;
+    assert.is(read.birthDate, '2009');
+    const { employeeId: _, ...body } = read;
+    assert.is((await service.request('PUT', location, { body })).status, 200, 'the GET body goes back with PUT');
+    for (const value of ['02134', '1.50', ' 12 ', '1e3', '-0', '+5', '12345678901234567890']) {
+      const reply = await service.request('PATCH', location, { body: { birthDate: value } });
+      assertProblem(reply, 422);
+      assert.equal(
+        reply.body.errors.map((e: { path: string }) => e.path),
+        ['birthDate'],
+      );
+    }
+    assert.is((await service.request('GET', location)).body.birthDate, '2009', 'nothing refused was written');
+    // Compared as text, as on PostgreSQL: a value that reads as a number is not turned into one.
+    const all = await walkList(service, '/Employee?limit=1000&fields=employeeId,birthDate&birthDate[null]=false');
+    const dates = all.map((e) => e.birthDate as string);
+    const count = async (query: string) =>
+      (await service.request('GET', `/Employee?${query}&count=true&limit=1`)).headers.get('x-total-count');
+    assert.is(await count('birthDate[gt]=1970'), String(dates.filter((d) => d > '1970').length));
+    assert.is(await count('birthDate[lt]=1970'), String(dates.filter((d) => d < '1970').length));
+    assert.ok(dates.some((d) => d < '1970') && dates.some((d) => d > '1970'), 'the fixture has dates on both sides');
+    assert.is(await count('birthDate=2009'), '1');
+    assert.is(await count('birthDate=02009'), '0');
+    assert.is(await count('birthDate[in]=2009,2010'), '1');
+    const sorted = await walkList(service, '/Employee?limit=7&fields=birthDate&birthDate[null]=false&sort=birthDate');
+    assert.equal(
+      sorted.map((e) => e.birthDate),
+      [...dates].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)),
+    );
+    assert.is((await service.request('DELETE', location)).status, 204);
+  },
+);
+
 shapes('orphans from old data are served; writes are checked', async ({ service, run }) => {
   const sqlite = new Database(run.db, { readonly: true });
   const [orphan, missingArtist] = sqlite

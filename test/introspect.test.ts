@@ -95,8 +95,8 @@ Introspect('types columns by SQLite affinity: NUMERIC exact, DATETIME text, BLOB
   assert.is(kind('Invoice', 'total'), 'SQLiteNumeric');
   assert.is(kind('Track', 'name'), 'SQLiteText');
   assert.is((columnsOf(sourceNamed(run.schema, 'Track')).name as SQLiteColumn & { length?: number }).length, 200);
-  assert.is(kind('Invoice', 'invoiceDate'), 'SQLiteText');
-  assert.is(kind('Liner Notes', 'written'), 'SQLiteText');
+  assert.is(kind('Invoice', 'invoiceDate'), 'dateText');
+  assert.is(kind('Liner Notes', 'written'), 'dateText');
   assert.is(kind('Employee', 'photo'), 'bytes');
   assert.is(kind('Setting', 'value'), 'untyped');
   assert.is(kind('Customer', 'isActive'), 'SQLiteInteger');

@@ -1,5 +1,6 @@
 // Column types for databases restable did not create (see `npm run introspect`): a BLOB carried as base64
-// text in JSON, a column declared without a type served as stored, and an integer key the client gives.
+// text in JSON, a column declared without a type served as stored, an integer key the client gives, and
+// a DATE/TIME column, text SQLite holds with numeric affinity.
 import type { Column } from 'drizzle-orm';
 import { customType } from 'drizzle-orm/sqlite-core';
 
@@ -28,12 +29,36 @@ export const untyped = customType<{ data: Untyped; driverData: Untyped }>({
  */
 export const intKey = customType<{ data: number; driverData: number }>({ dataType: () => 'int' });
 
+/**
+ * A DATE, TIME, DATETIME or TIMESTAMP column: text in JSON, declared `datetime`. Such a column has NUMERIC
+ * affinity (https://sqlite.org/datatype3.html §3.1): SQLite stores text that reads as a number as that
+ * number (`"02134"` as 2134), so the registry takes such text only where the number reads back as the
+ * same text (an integer in its canonical form), and a value stored as a number is served as its text.
+ */
+export const dateText = customType<{ data: string; driverData: string | number }>({
+  dataType: () => 'datetime',
+  fromDriver: (value) => (typeof value === 'number' ? String(value) : value),
+});
+
 /** Which of these types a column is, if any (custom columns are told apart by their SQL type). */
-export function customKindOf(column: Column): 'bytes' | 'untyped' | 'integer' | undefined {
+export function customKindOf(column: Column): 'bytes' | 'untyped' | 'integer' | 'dateText' | undefined {
   if (column.columnType !== 'SQLiteCustomColumn') return undefined;
-  const type = column.getSQLType();
-  return type === 'blob' ? 'bytes' : type === '' ? 'untyped' : type === 'int' ? 'integer' : undefined;
+  switch (column.getSQLType()) {
+    case 'blob':
+      return 'bytes';
+    case '':
+      return 'untyped';
+    case 'int':
+      return 'integer';
+    case 'datetime':
+      return 'dateText';
+    default:
+      return undefined;
+  }
 }
+
+/** Whether a column holds text: drizzle's text() or dateText(). */
+export const isText = (column: Column): boolean => column.columnType === 'SQLiteText' || customKindOf(column) === 'dateText';
 
 /** Whether a column holds integers: drizzle's integer() (in number mode) or intKey(). */
 export const isInteger = (column: Column): boolean => column.columnType === 'SQLiteInteger' || customKindOf(column) === 'integer';

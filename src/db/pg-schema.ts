@@ -1,6 +1,6 @@
 // The PostgreSQL twin of the declared schema: each SQLite table of schema.ts (and the service's own
 // tables) derived as a drizzle pg table with the same names, keys, indexes and foreign keys.
-import { getTableColumns, is, SQL } from 'drizzle-orm';
+import { getTableColumns, is, SQL, StringChunk, sql } from 'drizzle-orm';
 import {
   bigint,
   boolean,
@@ -12,6 +12,7 @@ import {
   numeric,
   type PgColumnBuilderBase,
   type PgTable,
+  PgTextBuilder,
   pgTable,
   pgView,
   primaryKey,
@@ -53,6 +54,7 @@ function builderOf(column: SQLiteColumn, serverAssigned: boolean): PgColumnBuild
   const custom = customKindOf(column);
   if (custom === 'bytes') return base64Bytea(name);
   if (custom === 'untyped') return json(name);
+  if (custom === 'dateText') return text(name);
   // A key the client gives (SQLite does not assign it either): no identity.
   if (custom === 'integer') return bigint(name, { mode: 'number' });
   switch (column.columnType) {
@@ -88,10 +90,39 @@ function builderOf(column: SQLiteColumn, serverAssigned: boolean): PgColumnBuild
   }
 }
 
+/** SQLite's current time in a text column, as SQLite writes it (UTC, its formats), in PostgreSQL's words. */
+const SQLITE_NOW: Record<string, string> = {
+  CURRENT_TIMESTAMP: "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')",
+  CURRENT_DATE: "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
+  CURRENT_TIME: "to_char(now() AT TIME ZONE 'UTC', 'HH24:MI:SS')",
+};
+
+/**
+ * A column's default on PostgreSQL: as declared, but for the current time in a text column, which
+ * PostgreSQL would write as its own timestamp text (`2026-11-26 08:36:42.004801+00`) where SQLite writes
+ * `2026-11-26 08:36:42`: the same value must read the same on both engines.
+ */
+function defaultOf(column: SQLiteColumn, pgText: boolean): unknown {
+  const value = column.default;
+  if (!pgText || !is(value, SQL)) return value;
+  const chunks = value.queryChunks;
+  if (!chunks.every((chunk) => is(chunk, StringChunk))) return value;
+  const text = chunks
+    .flatMap((chunk) => (chunk as StringChunk).value)
+    .join('')
+    .trim()
+    .replace(/^\((.*)\)$/, '$1')
+    .trim()
+    .toUpperCase();
+  const now = SQLITE_NOW[text];
+  return now === undefined ? value : sql.raw(now);
+}
+
 /** A column builder with the SQLite column's constraints, defaults and JS hooks. */
 function columnOf(column: SQLiteColumn, soleKey: boolean, serverAssigned: boolean) {
   // The builder's modifiers are typed per class; they all exist on PgColumnBuilder.
-  let b = builderOf(column, serverAssigned) as unknown as {
+  const builder = builderOf(column, serverAssigned);
+  let b = builder as unknown as {
     notNull(): typeof b;
     primaryKey(): typeof b;
     unique(name?: string): typeof b;
@@ -103,7 +134,7 @@ function columnOf(column: SQLiteColumn, soleKey: boolean, serverAssigned: boolea
   if (soleKey) b = b.primaryKey();
   else if (column.notNull) b = b.notNull();
   if (column.isUnique) b = b.unique(column.uniqueName);
-  if (column.default !== undefined) b = b.default(column.default);
+  if (column.default !== undefined) b = b.default(defaultOf(column, is(builder, PgTextBuilder)));
   if (column.defaultFn) b = b.$defaultFn(column.defaultFn);
   if (column.onUpdateFn) b = b.$onUpdateFn(column.onUpdateFn);
   // PostgreSQL has stored generated columns only: a virtual one is stored there (the same values). Its

@@ -59,6 +59,7 @@ function listDialect(columnOf: (field: Field) => PgColumn): ListDialect {
   const ordered = (field: Field) => (isText(field) ? sql`${columnOf(field)} COLLATE "C"` : sql`${columnOf(field)}`);
   return {
     column: columnOf,
+    compared: (field) => sql`${columnOf(field)}`,
     text: (field) => (isText(field) ? sql`${columnOf(field)}` : sql`cast(${columnOf(field)} as text)`),
     contains: (text, p) => sql`strpos(${text}, ${p}) > 0`,
     startsWith: (text, p) => sql`left(${text}, length(${p})) = ${p}`,

@@ -66,6 +66,8 @@ export function selectionOf(fields: { key: string; column: Column }[]): Record<s
 export interface ListDialect {
   /** The backend's column of a field. */
   column(field: Field): Column;
+  /** The field as compared for equality with a value (its column, unless the column would convert the value). */
+  compared(field: Field): SQL;
   /** The field as text, for `contains` and `startsWith` (a numeric column is text in SQLite, not in PostgreSQL). */
   text(field: Field): SQL;
   /** `text` holds `p` literally (no pattern characters). */
@@ -146,12 +148,13 @@ const plainTerm = (value: SQL, descending: boolean): OrderTerm => ({
 function conditionOf(d: ListDialect, { field, op, value }: Filter, params: Placeholder[]): SQL | undefined {
   const p = params[0] as Placeholder;
   const column = d.column(field);
+  const equal = d.compared(field);
   const compared = d.ordered(field);
   switch (op) {
     case 'eq':
-      return eq(column, p);
+      return eq(equal, p);
     case 'ne':
-      return sql`${column} IS DISTINCT FROM ${p}`; // null-safe (SQLite ≥ 3.39 and PostgreSQL spell it alike)
+      return sql`${equal} IS DISTINCT FROM ${p}`; // null-safe (SQLite ≥ 3.39 and PostgreSQL spell it alike)
     case 'gt':
       return gt(compared, p);
     case 'gte':
@@ -161,7 +164,7 @@ function conditionOf(d: ListDialect, { field, op, value }: Filter, params: Place
     case 'lte':
       return lte(compared, p);
     case 'in':
-      return inArray(column, params);
+      return inArray(equal, params);
     case 'contains':
       return d.contains(d.text(field), p);
     case 'startsWith':

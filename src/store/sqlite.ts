@@ -4,6 +4,7 @@ import type Database from 'better-sqlite3';
 import { and, asc, type Column, count, desc, eq, gt, inArray, lte, type SQL, sql } from 'drizzle-orm';
 import { integer, real, SQLiteSyncDialect, type SQLiteTable, sqliteTable } from 'drizzle-orm/sqlite-core';
 import { BUSY_TIMEOUT_MS, type Db } from '../db/client.js';
+import { customKindOf } from '../db/columns.js';
 import { idempotencyKeys } from '../db/internal-schema.js';
 import { fts5Query, searchIndexName } from '../db/search.js';
 import { ApiError, atElement } from '../errors.js';
@@ -114,16 +115,27 @@ function prepare(sqlite: Database.Database, query: Buildable): Prepared {
 /** The most values one statement may bind (SQLITE_MAX_VARIABLE_NUMBER since SQLite 3.32). */
 const SQLITE_MAX_PARAMETERS = 32766;
 
+/**
+ * A dateText() field as text: its column has numeric affinity, which would turn a value compared with it
+ * that reads as a number (`1970`) into that number, and numbers sort before any text.
+ */
+const asText = (field: Field): SQL | undefined =>
+  customKindOf(field.column) === 'dateText' ? sql`CAST(${field.column} AS TEXT)` : undefined;
+
 /** SQLite's spelling of the list language: its own NULL order and binary text collation are the reference. */
 const SQLITE_LIST: ListDialect = {
   column: (field) => field.column,
+  compared: (field) => asText(field) ?? sql`${field.column}`,
   text: (field) => sql`${field.column}`,
   contains: (text, p) => sql`instr(${text}, ${p}) > 0`,
   // instr counts bytes, so a NUL in either counts (length() of a text stops at its first NUL), and an empty
   // value is a prefix of every text, an empty one included (substr of an empty BLOB is NULL).
   startsWith: (text, p) => sql`instr(${text}, ${p}) = 1`,
-  ordered: (field) => sql`${field.column}`,
-  orderBy: ({ field, descending }) => (descending ? desc(field.column) : asc(field.column)),
+  ordered: (field) => asText(field) ?? sql`${field.column}`,
+  orderBy: ({ field, descending }) => {
+    const ordered = asText(field) ?? field.column;
+    return descending ? desc(ordered) : asc(ordered);
+  },
   // A JSON array bound once: the same prepared statement for any number of values.
   among: (column, p) => sql`${column} IN (SELECT value FROM json_each(${p}))`,
   amongValue: (values) => JSON.stringify(values),
