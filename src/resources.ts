@@ -257,7 +257,7 @@ export function keepsNumericText(text: string): boolean {
 /**
  * The validation of the values drizzle-zod cannot tell from the column class alone: exact decimals
  * for NUMERIC (text, as the database returns them), base64 for BLOBs, any scalar for untyped columns,
- * integers for intKey(), text a dateText() column keeps.
+ * integers for intKey(), text a dateText() column keeps, JSON values as sent.
  */
 function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () => z.ZodType> {
   const rules: Record<string, () => z.ZodType> = {};
@@ -267,6 +267,9 @@ function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () =>
     else if (custom === 'untyped') rules[key] = () => z.union([z.string(), z.number()]);
     // As drizzle-zod checks an integer() column: a safe integer, which JSON carries exactly.
     else if (custom === 'integer') rules[key] = () => z.int();
+    // Any JSON value, taken as parsed: drizzle-zod's record would copy an object member by member, and lose
+    // a `__proto__` member (an ordinary name in JSON) on the way.
+    else if (column.dataType === 'json') rules[key] = () => z.custom<unknown>((value) => value !== null && value !== undefined, 'must not be null');
     else if (custom === 'dateText')
       rules[key] = () =>
         z

@@ -1,6 +1,8 @@
 // Keys and values real databases have beyond the pet shop (SQLite): a BLOB key addressed by its
 // base64 text, a REAL key the client gives (it is no rowid), a long text key paged by the default
-// order, and NUMERIC values past a double's range refused rather than stored as Inf or 0.
+// order, NUMERIC values past a double's range refused rather than stored as Inf or 0, and JSON values kept
+// whole (a `__proto__` member included; an SQL default is a JSON value, not its text).
+import { sql } from 'drizzle-orm';
 import { integer, numeric, real, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -11,6 +13,11 @@ import * as petShop from './pet-shop/schema.js';
 const blobs = sqliteTable('Blobs', { key: bytes('Key').primaryKey(), note: text('Note') });
 const reals = sqliteTable('Reals', { key: real('Key').primaryKey(), note: text('Note') });
 const words = sqliteTable('Words', { word: text('Word').primaryKey(), amount: numeric('Amount') });
+const documents = sqliteTable('Documents', {
+  id: integer('Id').primaryKey(),
+  meta: text('Meta', { mode: 'json' }),
+  tags: text('Tags', { mode: 'json' }).notNull().default(sql`'[]'`),
+});
 const labels = sqliteTable('Labels', { id: integer('Id').primaryKey() });
 const studios = sqliteTable('Studios', { id: integer('Id').primaryKey() });
 // One column with a foreign key to each of two tables: two related paths over the same field.
@@ -25,11 +32,12 @@ const shapes = suite<{ service: Service }>('key shapes of existing databases');
 
 shapes.before(async (ctx) => {
   ctx.service = await startService({
-    schema: { ...petShop, blobs, reals, words, labels, studios, records },
+    schema: { ...petShop, blobs, reals, words, documents, labels, studios, records },
     prepare: ({ sqlite }) =>
       sqlite.exec(`CREATE TABLE "Blobs" ("Key" BLOB PRIMARY KEY, "Note" TEXT);
                    CREATE TABLE "Reals" ("Key" REAL PRIMARY KEY, "Note" TEXT);
                    CREATE TABLE "Words" ("Word" TEXT PRIMARY KEY, "Amount" NUMERIC) WITHOUT ROWID;
+                   CREATE TABLE "Documents" ("Id" INTEGER PRIMARY KEY, "Meta" TEXT, "Tags" TEXT NOT NULL DEFAULT '[]');
                    CREATE TABLE "Labels" ("Id" INTEGER PRIMARY KEY);
                    CREATE TABLE "Studios" ("Id" INTEGER PRIMARY KEY);
                    CREATE TABLE "Records" ("Id" INTEGER PRIMARY KEY,
@@ -42,6 +50,38 @@ shapes.before(async (ctx) => {
 });
 
 shapes.after(async (ctx) => ctx.service?.close());
+
+shapes(
+  'a JSON value is kept whole, a __proto__ member too, and an SQL default stays a JSON value on PUT and PATCH',
+  async ({ service }) => {
+    const meta = '{"__proto__":{"p":1},"constructor":2,"nested":{"__proto__":3}}';
+    const created = await service.request('POST', '/Documents', {
+      raw: `{"meta":${meta}}`,
+      headers: { 'Content-Type': 'application/json' },
+    });
+    assert.is(created.status, 201, created.text);
+    assert.is(JSON.stringify(JSON.parse(created.text).meta), JSON.stringify(JSON.parse(meta)));
+    assert.equal(created.body.tags, []);
+    const location = created.headers.get('location') as string;
+    const read = await service.request('GET', location);
+    assert.ok(read.text.includes('"meta":{"__proto__":{"p":1},"constructor":2,"nested":{"__proto__":3}}'), read.text);
+
+    const replaced = await service.request('PUT', location, { body: { meta: { a: 1 } } });
+    assert.is(replaced.status, 200, replaced.text);
+    assert.equal(replaced.body.tags, [], 'the default, as a JSON array, not the text "[]"');
+    const tagged = await service.request('PATCH', location, { body: { tags: ['x'] } });
+    assert.equal(tagged.body.tags, ['x']);
+    const reset = await service.request('PATCH', location, { body: { tags: null } });
+    assert.equal(reset.body.tags, []);
+    const merged = await service.request('PATCH', location, {
+      raw: `{"meta":{"__proto__":1}}`,
+      headers: { 'Content-Type': 'application/merge-patch+json' },
+    });
+    assert.is(merged.status, 200, merged.text);
+    assert.ok(merged.text.includes('"meta":{"a":1,"__proto__":1}'), merged.text);
+    assert.is((await service.request('PUT', location, { body: { meta: null, tags: null } })).status, 422, 'Tags is NOT NULL');
+  },
+);
 
 shapes('/readyz finds every table and column of these schemas in the database', async ({ service }) => {
   const ready = await service.request('GET', '/readyz');

@@ -304,7 +304,8 @@ function createKindStore(
     let statement = sqlDefaultStatements.get(field.key);
     if (!statement) {
       const query = new PgDialect().sqlToQuery(field.column.default as SQL);
-      statement = { text: `select ${query.sql}`, values: query.params };
+      // Cast as the column's DEFAULT is: `'[]'` alone is text, not the jsonb the column holds.
+      statement = { text: `select (${query.sql})::${columnOf(field).getSQLType()}`, values: query.params };
       sqlDefaultStatements.set(field.key, statement);
     }
     const result = await client.query({ text: statement.text, values: statement.values, rowMode: 'array' });

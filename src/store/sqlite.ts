@@ -227,7 +227,10 @@ function createKindStore(
       if (query.params.length > 0) statement.bind(...query.params);
       sqlDefaultStatements.set(key, statement);
     }
-    return statement.get();
+    // What SQLite computed is a stored value: decoded as a read would (a JSON column's text parsed), since
+    // the row it goes into is encoded again on its way to the UPDATE.
+    const value = statement.get();
+    return value === null ? null : column.mapFromDriverValue(value);
   };
   const inserts = new Map<string, Prepared>();
   /** The INSERT for the columns this row sets (one statement unless some default is an SQL expression). */
