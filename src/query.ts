@@ -414,7 +414,15 @@ function parseCursor(
     if (value === null && !field.column.notNull) return null;
     if (value instanceof Digest && kindOf(field) === 'string' && position.rowid !== undefined) return value;
     if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') throw bad('cursor', FOREIGN_CURSOR);
-    return toFieldValue(field, String(value), 'cursor');
+    // The value is the last row's own (the cursor is sealed): one the API would not take from a client (1.5 or
+    // 2^53 + 1 in an INTEGER column, text in a timestamp, written by other software) is compared as stored.
+    const kind = kindOf(field);
+    if (typeof value === 'number' && (kind === 'integer' || kind === 'number')) return value;
+    try {
+      return toFieldValue(field, String(value), 'cursor');
+    } catch {
+      return value;
+    }
   });
   return { after: relevance ? [rank, ...after] : after, afterRowid: position.rowid };
 }

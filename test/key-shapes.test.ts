@@ -18,6 +18,11 @@ const documents = sqliteTable('Documents', {
   meta: text('Meta', { mode: 'json' }),
   tags: text('Tags', { mode: 'json' }).notNull().default(sql`'[]'`),
 });
+const amounts = sqliteTable('Amounts', {
+  id: integer('Id').primaryKey(),
+  quantity: integer('Quantity'),
+  code: integer('Code'),
+});
 const labels = sqliteTable('Labels', { id: integer('Id').primaryKey() });
 const studios = sqliteTable('Studios', { id: integer('Id').primaryKey() });
 // One column with a foreign key to each of two tables: two related paths over the same field.
@@ -32,12 +37,14 @@ const shapes = suite<{ service: Service }>('key shapes of existing databases');
 
 shapes.before(async (ctx) => {
   ctx.service = await startService({
-    schema: { ...petShop, blobs, reals, words, documents, labels, studios, records },
+    schema: { ...petShop, blobs, reals, words, documents, amounts, labels, studios, records },
     prepare: ({ sqlite }) =>
       sqlite.exec(`CREATE TABLE "Blobs" ("Key" BLOB PRIMARY KEY, "Note" TEXT);
                    CREATE TABLE "Reals" ("Key" REAL PRIMARY KEY, "Note" TEXT);
                    CREATE TABLE "Words" ("Word" TEXT PRIMARY KEY, "Amount" NUMERIC) WITHOUT ROWID;
                    CREATE TABLE "Documents" ("Id" INTEGER PRIMARY KEY, "Meta" TEXT, "Tags" TEXT NOT NULL DEFAULT '[]');
+                   CREATE TABLE "Amounts" ("Id" INTEGER PRIMARY KEY, "Quantity" INTEGER, "Code" INTEGER);
+                   INSERT INTO "Amounts" VALUES (1, 1.5, 'soon'), (2, 9007199254740993, 1), (3, 2, 'later'), (4, NULL, 2), (5, -7, 3);
                    CREATE TABLE "Labels" ("Id" INTEGER PRIMARY KEY);
                    CREATE TABLE "Studios" ("Id" INTEGER PRIMARY KEY);
                    CREATE TABLE "Records" ("Id" INTEGER PRIMARY KEY,
@@ -50,6 +57,13 @@ shapes.before(async (ctx) => {
 });
 
 shapes.after(async (ctx) => ctx.service?.close());
+
+shapes('values other software stored that the API would refuse (1.5, 2^53 + 1 and text in an INTEGER) page on', async ({ service }) => {
+  for (const sort of ['quantity', '-quantity', 'code', '-code', 'quantity,-code']) {
+    const rows = await walkList(service, `/Amounts?sort=${sort}&limit=1&fields=id`);
+    assert.equal(rows.map((r) => r.id).sort(), [1, 2, 3, 4, 5], sort);
+  }
+});
 
 shapes(
   'a JSON value is kept whole, a __proto__ member too, and an SQL default stays a JSON value on PUT and PATCH',
