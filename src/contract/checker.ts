@@ -106,6 +106,28 @@ function parseEvents(text: string): { events: ServerEvent[]; rest: string } {
   return { events, rest };
 }
 
+/**
+ * The fields of `element` that make up its key, in key order, read off the Location that names it: the
+ * last segment's values (joined by `,`, each percent-encoded: API.md §1) matched with the element's own.
+ */
+function keyFieldsOf(element: unknown, location: string): string[] | undefined {
+  if (typeof element !== 'object' || element === null) return undefined;
+  const values = (location.split('/').pop() ?? '').split(',').map((part) => {
+    try {
+      return decodeURIComponent(part);
+    } catch {
+      return undefined;
+    }
+  });
+  const fields: string[] = [];
+  for (const value of values) {
+    const field = Object.keys(element).find((k) => !fields.includes(k) && String((element as Record<string, unknown>)[k]) === value);
+    if (value === undefined || field === undefined) return undefined;
+    fields.push(field);
+  }
+  return fields;
+}
+
 export async function checkContract(baseUrl: string, doc: Json, options: CheckOptions = {}): Promise<ContractReport> {
   const base = baseUrl.replace(/\/$/, '');
   const resolve = resolver(doc);
@@ -631,10 +653,12 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
           const bulk = await post(target, requestSchema(operation), 0, operation.tags, template, (body) => [body]);
           const paths: string[] = (bulk.body?.errors ?? []).map((e: { path?: string }) => String(e.path));
           const one = bulk.status === 201 && Array.isArray(bulk.body) && bulk.body.length === 1;
-          // No Location for an array: the element is cleaned up by its collection and id, as make() finds it.
+          // No Location for an array: the element is cleaned up at its key, found as the single POST's Location
+          // names its element (the key's fields, whatever their names).
           const collection = template.includes('{') ? collectionTagged(operation.tags ?? []) : template;
-          const id = one ? bulk.body[0]?.id : undefined;
-          if (collection && id !== undefined) created.push({ collection, location: `${collection}/${encodeURIComponent(String(id))}` });
+          const keys = location ? keyFieldsOf(reply.body, location) : undefined;
+          const id = one && keys ? keys.map((k) => encodeURIComponent(String(bulk.body[0]?.[k]))).join(',') : undefined;
+          if (collection && id !== undefined) created.push({ collection, location: `${collection}/${id}` });
           const refused = (bulk.status === 409 || bulk.status === 422) && paths.length > 0 && paths.every((p) => /^0(\/|$)/.test(p));
           const got = one ? '201 [1]' : `${bulk.status} ${paths.join(', ') || '(no errors)'}`;
           record(template, 'POST [array]', '201 [1], or 409/422 naming element 0', got, one || refused);
