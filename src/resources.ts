@@ -269,7 +269,8 @@ function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () =>
     else if (custom === 'integer') rules[key] = () => z.int();
     // Any JSON value, taken as parsed: drizzle-zod's record would copy an object member by member, and lose
     // a `__proto__` member (an ordinary name in JSON) on the way.
-    else if (column.dataType === 'json') rules[key] = () => z.custom<unknown>((value) => value !== null && value !== undefined, 'must not be null');
+    else if (column.dataType === 'json')
+      rules[key] = () => z.custom<unknown>((value) => value !== null && value !== undefined, 'must not be null');
     else if (custom === 'dateText')
       rules[key] = () =>
         z
