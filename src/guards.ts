@@ -4,7 +4,7 @@ import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { type IncomingMessage, type OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import cors from 'cors';
 import type { Config } from './config.js';
-import { markClosing } from './connection.js';
+import { announcesBody, lingerAfterResponse, markClosing } from './connection.js';
 import { ApiError } from './errors.js';
 import { createInFlightGate, createRateLimiter, SEAT } from './load.js';
 import { protocolError, type Target } from './protocol.js';
@@ -62,6 +62,14 @@ export class IdentifiedResponse<Request extends IncomingMessage = IncomingMessag
   override writeHead(statusCode: number, ...rest: unknown[]): this {
     // Also a request that arrived before the stop began: its client must not send another on this connection.
     if (this.shutdown?.stopping) this.shouldKeepAlive = false;
+    // An answer given before the request's body arrived whole (a refusal decided on the headers, or a GET,
+    // HEAD, DELETE or OPTIONS, which read no body) closes the connection, lingering: the rest is not read,
+    // where keeping the connection would mean reading all of it, however large. @see RFC 9112 §9.6
+    const req = this.req as IncomingMessage | undefined;
+    if (req && !req.complete && announcesBody(req)) {
+      this.shouldKeepAlive = false;
+      lingerAfterResponse(req.socket);
+    }
     if (this.requestId === undefined) return super.writeHead(statusCode, ...(rest as [OutgoingHttpHeaders]));
     const reason = typeof rest[0] === 'string' ? rest[0] : undefined;
     // Node reads writeHead(status, headers) and writeHead(status, reason | undefined, headers).

@@ -5,7 +5,7 @@ import contentType from 'content-type';
 import Negotiator from 'negotiator';
 import getRawBody from 'raw-body';
 import { etagOf } from './conditional.js';
-import { announcesBody, lingerAfterResponse, sendContinue } from './connection.js';
+import { sendContinue } from './connection.js';
 import { ApiError, type FieldError, MAX_REPORTED_ERRORS, type ProblemResponse, unlistedErrors } from './errors.js';
 import { bodyBudgetOf, overBudget } from './load.js';
 import { checkJsonDocument, checkJsonText, MAX_JSON_DEPTH } from './validation.js';
@@ -220,19 +220,14 @@ export function sendEmpty(res: ServerResponse, status: number, headers: Record<s
 
 /**
  * Sends an RFC 9457 problem as application/problem+json. A refusal sent before the request's body
- * arrived whole (a 401, a 404, a 415… decided on the headers) closes the connection, lingering: the
- * rest of the body is not read (and a client that waited for `100 Continue` need not send it).
+ * arrived whole (a 401, a 404, a 415… decided on the headers) closes the connection, lingering
+ * (IdentifiedResponse.writeHead): the rest of the body is not read (and a client that waited for
+ * `100 Continue` need not send it).
  */
 export function sendProblem(res: ServerResponse, problem: ProblemResponse): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  let { headers } = problem;
-  const req = res.req as IncomingMessage | undefined;
-  if (req && !req.complete && announcesBody(req)) {
-    if (headers.Connection === undefined) headers = { ...headers, Connection: 'close' };
-    lingerAfterResponse(req.socket);
-  }
-  writeBody(res, problem.status, 'application/problem+json', JSON.stringify(problem.body), headers);
+  writeBody(res, problem.status, 'application/problem+json', JSON.stringify(problem.body), problem.headers);
 }

@@ -302,6 +302,59 @@ protocol('a compressed request body is refused with 415 and Accept-Encoding', as
   assert.is(identity.status, 201);
 });
 
+/**
+ * Sends `head` announcing a body of `announced` bytes, then writes the body in 64 KiB chunks while the
+ * server keeps the connection open, up to `most` bytes; resolves with the response text and the bytes written.
+ */
+function bodyNobodyReads(url: string, head: string, announced: number, most: number): Promise<{ received: string; written: number }> {
+  return new Promise((resolve) => {
+    const chunk = Buffer.alloc(64 * 1024, 'x');
+    let received = '';
+    let written = 0;
+    let closed = false;
+    const socket = connect(portOf(url), '127.0.0.1', () => {
+      socket.write(`${head}Content-Length: ${announced}\r\n\r\n`);
+      const pump = () => {
+        while (!closed && written < most) {
+          written += chunk.length;
+          if (!socket.write(chunk)) return void socket.once('drain', pump);
+        }
+        if (!closed) socket.end();
+      };
+      pump();
+    });
+    socket.on('data', (data) => {
+      received += data;
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      closed = true;
+      resolve({ received, written });
+    });
+  });
+}
+
+protocol(
+  'a body on a request that reads none (GET, DELETE, OPTIONS) is not read: the answer closes the connection',
+  async ({ service }) => {
+    const created = await service.request('POST', '/users', { body: { name: 'Bodied', email: 'bodied@example.com' } });
+    const path = created.headers.get('location') as string;
+    for (const method of ['GET', 'OPTIONS', 'DELETE']) {
+      const announced = 500 * 1024 * 1024;
+      const { received, written } = await bodyNobodyReads(
+        service.url,
+        `${method} ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n`,
+        announced,
+        64 * 1024 * 1024,
+      );
+      assert.match(received, /^HTTP\/1\.1 (200|204) /, method);
+      assert.match(received, /\r\nConnection: close\r\n/i, method);
+      assert.ok(written < 64 * 1024 * 1024, `${method}: the server read ${written} bytes of a body it does not use`);
+    }
+    assert.is((await service.request('GET', path)).status, 404, 'the DELETE was done');
+  },
+);
+
 protocol.run();
 
 const authenticated = withService('request targets with authentication', { AUTH_TOKEN: 'a'.repeat(32) });
