@@ -27,6 +27,9 @@ const SECURITY_ENTRIES = Object.entries({
 });
 const SECURITY_NAMES = SECURITY_ENTRIES.map(([name]) => name.toLowerCase());
 
+/** Reason phrases RFC 9110 renamed, which Node still writes by their RFC 7231 names (the problem's title uses these). */
+const RFC_9110_REASONS: Record<number, string | undefined> = { 413: 'Content Too Large', 422: 'Unprocessable Content' };
+
 /** Lower-case security header name → its index in SECURITY_ENTRIES. */
 const SECURITY_INDEX = new Map(SECURITY_NAMES.map((name, i) => [name, i]));
 
@@ -71,9 +74,10 @@ export class IdentifiedResponse<Request extends IncomingMessage = IncomingMessag
       lingerAfterResponse(req.socket);
     }
     if (this.requestId === undefined) return super.writeHead(statusCode, ...(rest as [OutgoingHttpHeaders]));
-    const reason = typeof rest[0] === 'string' ? rest[0] : undefined;
+    const phrase = typeof rest[0] === 'string' ? rest[0] : undefined;
+    const reason = phrase ?? RFC_9110_REASONS[statusCode];
     // Node reads writeHead(status, headers) and writeHead(status, reason | undefined, headers).
-    const given = (reason === undefined ? (rest[0] ?? rest[1]) : rest[1]) as OutgoingHttpHeaders | (string | number)[] | undefined;
+    const given = (phrase === undefined ? (rest[0] ?? rest[1]) : rest[1]) as OutgoingHttpHeaders | (string | number)[] | undefined;
     const list: (string | number | string[])[] = ['X-Request-Id', this.requestId];
     /** Bit i set: the response names SECURITY_ENTRIES[i] itself. */
     let named = 0;

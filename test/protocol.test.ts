@@ -355,6 +355,22 @@ protocol(
   },
 );
 
+protocol('status lines carry RFC 9110 reason phrases, as the problem titles do', async ({ service }) => {
+  const body = '{"name":1}';
+  const invalid = await raw(
+    service.url,
+    `POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+  );
+  assert.match(invalid.head, /^HTTP\/1\.1 422 Unprocessable Content\r\n/);
+  assert.is(JSON.parse(invalid.body).title, 'Unprocessable Content');
+  const large = await raw(
+    service.url,
+    `POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 99999999\r\nConnection: close\r\n\r\n`,
+  );
+  assert.match(large.head, /^HTTP\/1\.1 413 Content Too Large\r\n/);
+  assert.is(JSON.parse(large.body).title, 'Content Too Large');
+});
+
 protocol.run();
 
 const authenticated = withService('request targets with authentication', { AUTH_TOKEN: 'a'.repeat(32) });
