@@ -6,13 +6,13 @@ import { ApiError } from './errors.js';
 /** The versions served: HTTP/1.1, and HTTP/1.0 (same major version; RFC 9110 §2.5). */
 const SERVED_VERSIONS = new Set(['1.1', '1.0']);
 /** `http://authority/path?query` or `https://…`: the absolute form of a request-target. */
-const ABSOLUTE_FORM = /^https?:\/\/[^/?#]*([^#]*)$/i;
+const ABSOLUTE_FORM = /^https?:\/\/([^/?#]*)([^#]*)$/i;
 
 /** A Host value: an RFC 3986 authority (reg-name, IPv4 or [IPv6], optional port), nothing else. */
 const HOST = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(:\d*)?$/;
 
 /** A request whose target was `*` (OPTIONS * asks about the server as a whole), or of no form served. */
-export type Target = IncomingMessage & { asteriskForm?: boolean; invalidTarget?: boolean; originalUrl?: string };
+export type Target = IncomingMessage & { asteriskForm?: boolean; invalidTarget?: string; originalUrl?: string };
 
 /**
  * Rewrites the request-target to origin form before routing, so that every request passes every
@@ -25,11 +25,18 @@ export function normalizeTarget(req: Target): void {
   req.originalUrl = url;
   const absolute = ABSOLUTE_FORM.exec(url);
   if (absolute) {
-    req.url = absolute[1]?.startsWith('/') ? absolute[1] : `/${absolute[1] ?? ''}`;
+    // The authority replaces Host (RFC 9112 §3.2.2): a host as Host takes one, and not empty (RFC 9110 §4.2.1).
+    const host = (absolute[1] ?? '').slice((absolute[1] ?? '').lastIndexOf('@') + 1);
+    if (host === '' || host.startsWith(':') || !HOST.test(host)) {
+      req.invalidTarget = "The request-target's authority is not a valid host[:port].";
+      req.url = '/';
+      return;
+    }
+    req.url = absolute[2]?.startsWith('/') ? absolute[2] : `/${absolute[2] ?? ''}`;
     return;
   }
   if (url === '*') req.asteriskForm = true;
-  else req.invalidTarget = true;
+  else req.invalidTarget = 'The request-target must be a path (origin form), an http(s) URL, or * for OPTIONS.';
   req.url = '/';
 }
 
@@ -66,9 +73,7 @@ export function protocolError(req: Target): ApiError | undefined {
     return new ApiError('badRequest', 'The Host header is not a valid host[:port].', { headers: { Connection: 'close' } });
   }
   if (contentTypes > 1) return new ApiError('badRequest', 'The request has more than one Content-Type header.');
-  if (req.invalidTarget) {
-    return new ApiError('badRequest', 'The request-target must be a path (origin form), an http(s) URL, or * for OPTIONS.');
-  }
+  if (req.invalidTarget) return new ApiError('badRequest', req.invalidTarget);
   if (req.asteriskForm && req.method !== 'OPTIONS') {
     return new ApiError('badRequest', `The request-target * is only for OPTIONS, not ${req.method}.`);
   }

@@ -141,6 +141,14 @@ protocol('an absolute-form target is routed by its path and passes every guard',
   assert.not.ok(service.logs.some((line) => JSON.stringify(line).includes('SECRET')));
   const element = await raw(service.url, 'GET http://example.com/users/999 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
   assert.is(element.status, 404);
+  // Its authority stands for Host: an empty or malformed one is a 400 (RFC 9110 §4.2.1), as such a Host is.
+  for (const target of ['http:///users/1', 'http://:80/users/1', 'http://a@/users/1', 'http://[::1/users']) {
+    const refused = await raw(service.url, `GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+    assert.is(refused.status, 400, target);
+    assert.is(JSON.parse(refused.body).detail, "The request-target's authority is not a valid host[:port].", target);
+  }
+  const ported = await raw(service.url, 'GET http://[::1]:8080/users?limit=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  assert.is(ported.status, 200);
 });
 
 protocol(
