@@ -52,12 +52,26 @@ type Refusal = [number, string, string, string?];
 const PARSE_FAILURES: Record<string, Refusal> = {
   ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout', 'The request was not received in time.'],
   HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large', 'The request headers are larger than the server reads.'],
-  HPE_INVALID_VERSION: [505, 'HTTP Version Not Supported', 'This service serves HTTP/1.1 (and HTTP/1.0).'],
   // The HTTP/2 connection preface (PRI * HTTP/2.0) sent in clear text.
   HPE_PAUSED_H2_UPGRADE: [505, 'HTTP Version Not Supported', 'This service serves HTTP/1.1 (and HTTP/1.0).'],
 };
 
 const UNREADABLE: Refusal = [400, 'Bad Request', 'The request could not be read as HTTP/1.1.'];
+
+/** A well-formed request line (RFC 9112 §3: method SP target SP `HTTP/` DIGIT `.` DIGIT CRLF): one of a version not served. */
+const OTHER_VERSION = /^[^ \r\n]+ [^ \r\n]+ HTTP\/\d\.\d\r\n/;
+
+/**
+ * What the parser's refusal answers: its own entry, or for a version it could not read, a 505 only when the
+ * request line is well-formed and names another version (HTTP/3.0); a malformed line (a bare LF, a trailing
+ * space, HTTP/1.10) is a 400.
+ */
+function refusalOf(error: NodeJS.ErrnoException & { rawPacket?: Buffer }): Refusal {
+  if (error.code === 'HPE_INVALID_VERSION') {
+    return OTHER_VERSION.test(error.rawPacket?.toString('latin1') ?? '') ? (PARSE_FAILURES.HPE_PAUSED_H2_UPGRADE as Refusal) : UNREADABLE;
+  }
+  return PARSE_FAILURES[error.code ?? ''] ?? UNREADABLE;
+}
 /**
  * CONNECT asks for a tunnel; this service is an origin server, not a proxy. Its target (a host and
  * port) is no resource here: the Allow every 405 carries is empty, which says it allows no method
@@ -88,9 +102,7 @@ export function createHttpServer(
     },
     serve,
   );
-  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) =>
-    refuse(log, socket, PARSE_FAILURES[error.code ?? ''] ?? UNREADABLE),
-  );
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => refuse(log, socket, refusalOf(error)));
   server.on('connect', (req: IncomingMessage, socket: Duplex) => refuse(log, socket, TUNNEL, req.headers['x-request-id']));
   // Expect: 100-continue: the 100 goes out when the body is read, so a request refused on its headers
   // (401, 404, 415…) gets its final answer instead, and the client never sends the body.

@@ -204,6 +204,19 @@ protocol('OPTIONS * lists every method the service defines; other methods with *
   assert.match(get.head, /application\/problem\+json/);
 });
 
+protocol('a malformed request line is a 400, not a 505: a bare LF, a trailing space, a version of two digits', async ({ service }) => {
+  for (const line of [
+    'GET /users HTTP/1.1\nHost: x\n\n',
+    'GET /users HTTP/1.1 \r\nHost: x\r\n\r\n',
+    'GET /users HTTP/1.10\r\nHost: x\r\n\r\n',
+    'GET /users HTTP/01.1\r\nHost: x\r\n\r\n',
+  ]) {
+    const reply = await raw(service.url, line);
+    assert.is(reply.status, 400, JSON.stringify(line));
+    assert.is(JSON.parse(reply.body).detail, 'The request could not be read as HTTP/1.1.');
+  }
+});
+
 protocol('HTTP/1.0 is served; other versions get a 505 problem', async ({ service }) => {
   const old = await raw(service.url, 'GET /users HTTP/1.0\r\n\r\n');
   assert.is(old.status, 200);
