@@ -221,7 +221,8 @@ function tokenReader(fullToken: string, readToken: string | undefined): (req: In
   const read = readToken === undefined ? undefined : digest(readToken);
   return (req) => {
     const header = req.headers.authorization;
-    if (!header) return 'none';
+    // Another scheme (Basic…) presents no bearer token: answered as none was sent, without an error code (RFC 6750 §3.1).
+    if (!header || !/^Bearer(?: |$)/i.test(header)) return 'none';
     const match = /^Bearer +([\x21-\x7e]+) *$/i.exec(header);
     const given = match ? digest(match[1] as string) : undefined;
     if (given && timingSafeEqual(given, full)) return 'full';

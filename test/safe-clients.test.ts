@@ -275,6 +275,9 @@ auth('a wrong token is 401 invalid_token; /healthz and /readyz stay open', async
     const reply = await service.request('GET', '/users', { headers: { authorization: header } });
     assert.is(reply.status, 401, header);
     assert.match(reply.headers.get('www-authenticate') ?? '', /^Bearer realm="restable"/);
+    // A wrong bearer token is invalid_token; another scheme presents none, so no error code (RFC 6750 §3.1).
+    const error = header.startsWith('Basic') ? undefined : 'invalid_token';
+    assert.is(/error="([^"]+)"/.exec(reply.headers.get('www-authenticate') ?? '')?.[1], error, header);
   }
   assert.is((await service.request('GET', '/healthz')).status, 200);
   assert.is((await service.request('GET', '/readyz')).status, 200);
