@@ -150,6 +150,7 @@ reading('a bad query, method or Accept is refused with a problem', async ({ serv
     'limit=01',
     'kinds=nope',
     'kinds=users,',
+    'kinds=users,users',
     'colour=red',
     'since=1&since=2',
   ]) {

@@ -64,7 +64,10 @@ function parseQuery(query: QueryParameters, kinds: ReadonlyMap<string, Resource>
     const names = values.kinds.split(',');
     const unknown = names.find((name) => !kinds.has(name));
     if (unknown !== undefined) throw invalid('kinds', `names ${JSON.stringify(unknown)}, which is not a kind whose changes are recorded`);
-    parsed.kinds = [...new Set(names)];
+    // As fields= and sort= refuse a name given twice (a client's mistake, not a wish).
+    const twice = names.find((name, i) => names.indexOf(name) !== i);
+    if (twice !== undefined) throw invalid('kinds', `names ${JSON.stringify(twice)} twice`);
+    parsed.kinds = names;
   }
   if (values.ticket !== undefined) parsed.ticket = values.ticket;
   return parsed;
