@@ -414,13 +414,14 @@ function parseCursor(
     if (value === null && !field.column.notNull) return null;
     if (value instanceof Digest && kindOf(field) === 'string' && position.rowid !== undefined) return value;
     if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') throw bad('cursor', FOREIGN_CURSOR);
-    // The value is the last row's own (the cursor is sealed): one the API would not take from a client (1.5 or
-    // 2^53 + 1 in an INTEGER column, text in a timestamp, written by other software) is compared as stored.
-    const kind = kindOf(field);
-    if (typeof value === 'number' && (kind === 'integer' || kind === 'number')) return value;
+    // The value is the last row's own (the cursor is sealed): one the API would not take from a client, but
+    // other software stored (2^53 + 1, or 1.5 or text in an INTEGER column), is compared as stored, except in
+    // an INTEGER PRIMARY KEY, which holds integers only.
+    if (typeof value === 'number' && Number.isInteger(value) && kindOf(field) === 'integer') return value;
     try {
       return toFieldValue(field, String(value), 'cursor');
-    } catch {
+    } catch (error) {
+      if (field.column.primary && field.column.columnType === 'SQLiteInteger') throw error;
       return value;
     }
   });
