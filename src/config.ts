@@ -1,10 +1,14 @@
 // The only reader of process.env: one table of variables, each parsed and validated once at start-up.
-// A bad value is a ConfigError whose message is the single line main.ts prints before exiting 1.
+// A bad value is a ConfigError whose message is the single line main.ts prints before exiting 1: the
+// value, what the variable accepts (read off its schema: see `accepted`) and what the variable is for.
 import { z } from 'zod';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
-/** A whole number written as plain decimal digits (no `0x10`, `1e3`, `+5` or spaces), within bounds. */
+/**
+ * A whole number written as plain decimal digits (at most 10; no `0x10`, `1e3`, `+5`, `2.0` or spaces),
+ * within bounds; `accepted` reads the bounds back for the error message.
+ */
 const wholeNumber = (min: number, max: number) =>
   z
     .string()
@@ -15,9 +19,22 @@ const port = wholeNumber(0, 65535);
 const positiveInt = wholeNumber(1, 2 ** 31 - 1);
 const token = z
   .string()
-  .regex(/^[\x21-\x7e]{16,}$/, 'at least 16 visible ASCII characters')
-  .optional();
-const ORIGIN = /^https?:\/\/[a-z0-9.-]+(:\d{1,5})?$/i;
+  .regex(/^[\x21-\x7e]{16,}$/)
+  .optional()
+  .describe('at least 16 visible ASCII characters');
+/** scheme://host[:port], the host a name, an IPv4 address or a bracketed IPv6 one (http://[::1]:3000). */
+const ORIGIN = /^(https?:\/\/)([a-z0-9.-]+|\[[0-9a-f:.]+\])(:\d{1,5})?$/i;
+/**
+ * An origin as a browser's Origin header carries it (lower case; an IPv6 address in its shortest form,
+ * `[0:0::1]` as `[::1]`), or undefined when it is none.
+ */
+function canonicalOrigin(origin: string): string | undefined {
+  const [, scheme, host, port = ''] = ORIGIN.exec(origin) ?? [];
+  if (scheme === undefined || host === undefined) return undefined;
+  if (!host.startsWith('[')) return origin.toLowerCase();
+  if (!URL.canParse(`http://${host}`)) return undefined;
+  return `${scheme.toLowerCase()}${new URL(`http://${host}`).hostname}${port}`;
+}
 const origins = z
   .string()
   .optional()
@@ -27,23 +44,33 @@ const origins = z
     const list = raw
       .split(',')
       .map((o) => o.trim())
-      .filter(Boolean);
-    if (list.length === 0 || !list.every((o) => ORIGIN.test(o))) {
+      .filter(Boolean)
+      .map(canonicalOrigin);
+    if (list.length === 0 || !list.every((o) => o !== undefined)) {
       ctx.addIssue({ code: 'custom', message: 'not an origin list' });
       return z.NEVER;
     }
-    return list.map((o) => o.toLowerCase());
-  });
+    return list;
+  })
+  .describe(
+    '* or a comma-separated list of origins: http:// or https://, a host name, an IPv4 address or an IPv6 one in brackets, an optional port',
+  );
 
-/** Every variable: its name, default, documentation and parser. The README table mirrors this. */
+/** Every variable: its name, default, documentation and parser. The README table mirrors this (test/config.test.ts checks it). */
 export const VARIABLES = {
   port: { env: 'PORT', default: '3000', doc: 'TCP port to listen on (0 picks a free one)', schema: port },
-  host: { env: 'HOST', default: '127.0.0.1', doc: 'interface to bind; the container sets 0.0.0.0', schema: z.string().min(1) },
+  host: {
+    env: 'HOST',
+    default: '127.0.0.1',
+    doc: 'interface to bind; the container sets 0.0.0.0',
+    // A blank one would reach the listen call as a name that resolves to nothing.
+    schema: z.string().regex(/^\S+$/).describe('a host name or IP address, without white space'),
+  },
   databasePath: {
     env: 'DATABASE_PATH',
     default: 'data/app.db',
     doc: 'SQLite file, created with its folder on first start',
-    schema: z.string().min(1),
+    schema: z.string().min(1).describe('a file path'),
   },
   databaseSynchronous: {
     env: 'DATABASE_SYNCHRONOUS',
@@ -57,8 +84,9 @@ export const VARIABLES = {
     doc: 'postgres://user:password@host:port/database to serve from PostgreSQL (15 or newer) instead of SQLite; unset: SQLite at DATABASE_PATH',
     schema: z
       .string()
-      .refine((raw) => /^postgres(ql)?:\/\/./.test(raw) && URL.canParse(raw), 'a postgres:// URL')
-      .optional(),
+      .refine((raw) => /^postgres(ql)?:\/\/./.test(raw) && URL.canParse(raw))
+      .optional()
+      .describe('a postgres:// or postgresql:// URL'),
   },
   pgPoolSize: {
     env: 'PG_POOL_SIZE',
@@ -93,7 +121,7 @@ export const VARIABLES = {
   maxBulkBodyBytes: {
     env: 'MAX_BULK_BODY_BYTES',
     default: '8388608',
-    doc: 'largest accepted body of a bulk create (a JSON array POSTed to a collection or related path) or of a POST /_batch, in bytes (413 above; never more than MAX_BODY_BYTES_IN_FLIGHT, never less than MAX_BODY_BYTES)',
+    doc: 'largest accepted body of a bulk create (a JSON array POSTed to a collection or related path) or of a POST /_batch, in bytes (413 above; a value above MAX_BODY_BYTES_IN_FLIGHT is lowered to it, one below MAX_BODY_BYTES raised to it)',
     schema: positiveInt,
   },
   batchTimeoutMs: {
@@ -105,12 +133,13 @@ export const VARIABLES = {
   changesRetentionHours: {
     env: 'CHANGES_RETENTION_HOURS',
     default: '24',
-    doc: 'how long the change feed keeps a change, in hours (a decimal such as 0.5 allowed; at most 87600); older ones are purged and a since before them is a 410',
+    doc: 'how long the change feed keeps a change, in hours; older ones are purged and a since before them is a 410',
     schema: z
       .string()
       .regex(/^\d{1,6}(\.\d{1,6})?$/)
       .transform(Number)
-      .pipe(z.number().positive().max(87600)),
+      .pipe(z.number().positive().max(87600))
+      .describe('a number above 0 and at most 87600, in decimal digits with at most 6 after the point (0.5, not .5)'),
   },
   changesMaxStreams: {
     env: 'CHANGES_MAX_STREAMS',
@@ -127,14 +156,14 @@ export const VARIABLES = {
   changesHeartbeatMs: {
     env: 'CHANGES_HEARTBEAT_MS',
     default: '10000',
-    doc: 'how often an idle change stream gets a comment line that keeps proxies from closing it (100 to 15000)',
+    doc: 'how often an idle change stream gets a comment line that keeps proxies from closing it',
     schema: wholeNumber(100, 15000),
   },
-  logLevel: { env: 'LOG_LEVEL', default: 'info', doc: `one of ${LOG_LEVELS.join(', ')}`, schema: z.enum(LOG_LEVELS) },
+  logLevel: { env: 'LOG_LEVEL', default: 'info', doc: 'the level of the log lines written', schema: z.enum(LOG_LEVELS) },
   authToken: {
     env: 'AUTH_TOKEN',
     default: undefined,
-    doc: 'bearer token for every request but the probes and the documentation (at least 16 visible ASCII characters); unset: no authentication',
+    doc: 'bearer token for every request but the probes and the documentation; unset: no authentication',
     schema: token,
   },
   authReadToken: {
@@ -146,13 +175,13 @@ export const VARIABLES = {
   corsOrigins: {
     env: 'CORS_ORIGINS',
     default: undefined,
-    doc: '"*" or a comma-separated list of origins such as https://app.example.com; unset: no CORS headers',
+    doc: 'origins such as https://app.example.com allowed to read answers in a browser; unset: no CORS headers',
     schema: origins,
   },
   headersTimeoutMs: {
     env: 'HEADERS_TIMEOUT_MS',
     default: '10000',
-    doc: 'time a client has to send all request headers (slow-loris guard)',
+    doc: 'time a client has to send all request headers (slow-loris guard); unset: 10000, or REQUEST_TIMEOUT_MS when that is less',
     schema: positiveInt,
   },
   requestTimeoutMs: { env: 'REQUEST_TIMEOUT_MS', default: '30000', doc: 'time a client has to send a whole request', schema: positiveInt },
@@ -177,7 +206,7 @@ export const VARIABLES = {
   rateLimitWindowS: {
     env: 'RATE_LIMIT_WINDOW_S',
     default: '60',
-    doc: 'the rate-limit window, in seconds (1 to 86400)',
+    doc: 'the rate-limit window, in seconds',
     schema: wholeNumber(1, 86400),
   },
   workers: {
@@ -195,16 +224,29 @@ export const VARIABLES = {
   cursorSecret: {
     env: 'CURSOR_SECRET',
     default: undefined,
-    doc: 'key that signs paging cursors (at least 32 visible ASCII characters), the same for every process serving the database; unset: a random key made once and kept in the database',
+    doc: 'key that signs paging cursors, the same for every process serving the database; unset: a random key made once and kept in the database',
     schema: z
       .string()
-      .regex(/^[\x21-\x7e]{32,}$/, 'at least 32 visible ASCII characters')
-      .optional(),
+      .regex(/^[\x21-\x7e]{32,}$/)
+      .optional()
+      .describe('at least 32 visible ASCII characters'),
   },
 } as const;
 
 type Variables = typeof VARIABLES;
 export type Config = { [K in keyof Variables]: z.output<Variables[K]['schema']> };
+
+/**
+ * What a variable accepts, in words, read off its schema: its description when it has one, else the
+ * options of an enum or the bounds of a whole number (`an integer from 1 to 64`).
+ */
+export function accepted(schema: z.ZodType): string {
+  if (schema.description) return schema.description;
+  if (schema instanceof z.ZodEnum) return `one of ${schema.options.join(', ')}`;
+  if (schema instanceof z.ZodPipe && schema.out instanceof z.ZodNumber && schema.out.isInt)
+    return `an integer from ${schema.out.minValue} to ${schema.out.maxValue}`;
+  throw new Error('a configuration schema without a description of what it accepts');
+}
 
 /** A configuration value that cannot be used; `message` is one line naming the variable. */
 export class ConfigError extends Error {
@@ -223,17 +265,24 @@ export function parseConfig(env: NodeJS.ProcessEnv = process.env): Config {
     if (!result.success) {
       const secret = variable.env.startsWith('AUTH_') || variable.env === 'CURSOR_SECRET' || variable.env === 'DATABASE_URL';
       const shown = secret ? '(hidden)' : JSON.stringify(raw);
-      throw new ConfigError(`${variable.env}=${shown} is invalid: expected ${variable.doc}`);
+      throw new ConfigError(`${variable.env}=${shown} is invalid: expected ${accepted(variable.schema)}. ${variable.env}: ${variable.doc}`);
     }
     config[key] = result.data;
   }
+  // Left unset, the headers' timeout follows a shorter request timeout (node:http refuses a longer one).
+  if (!env.HEADERS_TIMEOUT_MS) config.headersTimeoutMs = Math.min(config.headersTimeoutMs as number, config.requestTimeoutMs as number);
   const parsed = config as Config;
   if (parsed.authReadToken && !parsed.authToken) throw new ConfigError('AUTH_READ_TOKEN is set without AUTH_TOKEN; set both or neither');
   if (parsed.authReadToken && parsed.authReadToken === parsed.authToken)
     throw new ConfigError('AUTH_READ_TOKEN must differ from AUTH_TOKEN');
   if (parsed.maxBodyBytesInFlight < parsed.maxBodyBytes)
-    throw new ConfigError('MAX_BODY_BYTES_IN_FLIGHT must be at least MAX_BODY_BYTES, or no body of the largest size could ever be read');
-  if (parsed.headersTimeoutMs > parsed.requestTimeoutMs) throw new ConfigError('HEADERS_TIMEOUT_MS must not exceed REQUEST_TIMEOUT_MS');
+    throw new ConfigError(
+      `MAX_BODY_BYTES_IN_FLIGHT (${parsed.maxBodyBytesInFlight}) must be at least MAX_BODY_BYTES (${parsed.maxBodyBytes}), or no body of the largest size could ever be read`,
+    );
+  if (parsed.headersTimeoutMs > parsed.requestTimeoutMs)
+    throw new ConfigError(
+      `HEADERS_TIMEOUT_MS (${parsed.headersTimeoutMs}) must not exceed REQUEST_TIMEOUT_MS (${parsed.requestTimeoutMs})`,
+    );
   return parsed;
 }
 

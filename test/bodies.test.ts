@@ -253,6 +253,16 @@ unicode('two values differing only in a lone surrogate do not become one stored 
   assertProblem(second, 422, 'second');
 });
 
+unicode('a member named twice counts once, with its last value; the earlier one is never checked', async ({ service }) => {
+  const made = await service.request('POST', '/users', {
+    raw: '{"name":"a\\ud800","email":"twice@example.com","name":"Last"}',
+    headers: { 'content-type': 'application/json' },
+  });
+  assert.is(made.status, 201, made.text);
+  assert.is(made.body.name, 'Last');
+  assert.is((await service.request('GET', made.headers.get('location') as string)).body.name, 'Last');
+});
+
 unicode('surrogate pairs (astral characters) are stored and round-trip exactly', async ({ service }) => {
   const made = await service.request('POST', '/users', {
     raw: '{"name":"\\ud83d\\ude00 😀","email":"astral@example.com"}',

@@ -127,6 +127,8 @@ test('bad configuration stops start-up with one clear line and exit code 1', asy
     ['RATE_LIMIT', '1e2'],
     ['MAX_IN_FLIGHT', ' 12'],
     ['WORKERS', '2.0'],
+    ['WORKERS', '65'],
+    ['HOST', ' '],
   ] as const) {
     const { code, output } = await runService({ [name]: value, DATABASE_PATH: ':memory:' });
     assert.is(code, 1, `${name}=${value}`);

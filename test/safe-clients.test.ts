@@ -116,6 +116,22 @@ etags('two clients racing with the same ETag: exactly one wins', async ({ servic
 etags.run();
 
 // 2. Idempotency-Key
+etags('ETags are the only validators: no Last-Modified, If-(Un)Modified-Since ignored, and Prefer too', async ({ service }) => {
+  const made = await service.request('POST', '/users', { body: userSample(), headers: { prefer: 'return=minimal' } });
+  assert.is(made.status, 201);
+  assert.ok(made.body.id, 'return=minimal still gets the element');
+  assert.is(made.headers.get('last-modified'), null);
+  const path = made.headers.get('location') as string;
+  const future = new Date(Date.now() + 86_400_000).toUTCString();
+  const past = new Date(0).toUTCString();
+  const read = await service.request('GET', path, { headers: { 'if-modified-since': future } });
+  assert.is(read.status, 200);
+  assert.is(read.headers.get('last-modified'), null);
+  const write = await service.request('PATCH', path, { body: { name: 'Unconditional' }, headers: { 'if-unmodified-since': past } });
+  assert.is(write.status, 200);
+  assert.is(write.body.name, 'Unconditional');
+});
+
 const keys = withService('Idempotency-Key');
 const count = async (service: Service, path: string) =>
   Number((await service.request('GET', `${path}?count=true&limit=1`)).headers.get('x-total-count'));
