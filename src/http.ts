@@ -98,27 +98,38 @@ export async function readJson(
   const most = Math.max(limit, arrayLimit);
   if (Number(req.headers['content-length']) > most) throw unreadTooLarge(most);
   const text = await readText(req, most);
-  // The body was read whole: a keep-alive connection is fine after this refusal.
-  const readButTooLarge = () =>
-    new ApiError('payloadTooLarge', `The request body is larger than ${limit} bytes (a JSON array of elements may have ${arrayLimit}).`);
   const beyondLimit = () => most > limit && Buffer.byteLength(text) > limit;
   if (text.trim() === '') {
-    if (beyondLimit()) throw readButTooLarge();
+    if (beyondLimit()) throw readButTooLarge(limit, arrayLimit);
     throw new ApiError('badRequest', 'The request body is empty; a JSON document is required.');
   }
-  checkJsonText(text, levels);
+  checkJsonText(text, levels, !envelope);
   let document: unknown;
   try {
     document = JSON.parse(text);
   } catch (error) {
     throw new ApiError('badRequest', `The request body is not valid JSON: ${(error as Error).message}`);
   }
-  if (beyondLimit()) {
-    if (!Array.isArray(document)) throw readButTooLarge();
-    checkElementSizes(document, limit);
-  }
+  if (beyondLimit()) checkBodySize(document, Buffer.byteLength(text), limit, arrayLimit);
   if (!envelope) checkJsonDocument(document, levels);
   return document;
+}
+
+/** The 413 of a body read whole (a keep-alive connection is fine after it) that only an array could be. */
+const readButTooLarge = (limit: number, arrayLimit: number) =>
+  new ApiError('payloadTooLarge', `The request body is larger than ${limit} bytes (a JSON array of elements may have ${arrayLimit}).`);
+
+/**
+ * The 413s of a parsed body of `bytes`: past `arrayLimit` (or `limit`, where no array is taken) always,
+ * past `limit` unless it is an array, and an array whose element is past `limit` (checkElementSizes).
+ * A batch operation's body is held to them as the same request's alone (src/api/compile.ts).
+ */
+export function checkBodySize(document: unknown, bytes: number, limit: number, arrayLimit = limit): void {
+  const most = Math.max(limit, arrayLimit);
+  if (bytes > most) throw unreadTooLarge(most);
+  if (bytes <= limit) return;
+  if (!Array.isArray(document)) throw readButTooLarge(limit, arrayLimit);
+  checkElementSizes(document, limit);
 }
 
 /**

@@ -11,7 +11,7 @@ export type Row = Record<string, unknown>;
 /** How deep arrays and objects may nest in a body (a top-level object is level 1); deeper is a 400. */
 export const MAX_JSON_DEPTH = 64;
 /** A UTF-16 code unit of a surrogate pair standing alone: no Unicode text, so no UTF-8 can store it. */
-const LONE_SURROGATE = /\p{Surrogate}/u;
+export const LONE_SURROGATE = /\p{Surrogate}/u;
 
 function isObject(value: unknown): value is Row {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -73,6 +73,9 @@ function reportAt(errors: FieldErrors, place: Place | undefined, what: string, e
 const tooDeep = (levels = MAX_JSON_DEPTH) =>
   new ApiError('badRequest', `The request body nests arrays and objects deeper than ${levels} levels.`);
 
+/** The 400 for an object of more than MAX_OBJECT_MEMBERS members. */
+export const tooManyMembers = () => new ApiError('badRequest', `An object in the request body has more than ${MAX_OBJECT_MEMBERS} members.`);
+
 /**
  * The most members a JSON object in a body may have: SQLite's default column limit (2,000), so no
  * representation can need more; past it the body is refused before it is parsed.
@@ -81,12 +84,13 @@ export const MAX_OBJECT_MEMBERS = 2000;
 
 /**
  * Refuses JSON text that nests deeper than `levels` (MAX_JSON_DEPTH), or holds an object of more than
- * MAX_OBJECT_MEMBERS members, before it is parsed: one pass over the characters (strings and their
+ * MAX_OBJECT_MEMBERS members (unless `members` is false: a batch's envelope, whose operations' bodies
+ * checkJsonDocument counts one by one), before it is parsed: one pass over the characters (strings and their
  * escapes skipped), so a megabyte of `[` or of unknown keys costs a millisecond or two instead of
  * JSON.parse building it all. Malformed text is left for JSON.parse to refuse.
  * @throws 400 past either limit
  */
-export function checkJsonText(text: string, levels = MAX_JSON_DEPTH): void {
+export function checkJsonText(text: string, levels = MAX_JSON_DEPTH, members = true): void {
   let depth = 0;
   // Per open container: whether it is an object, and how many commas it holds so far.
   const objects = new Uint8Array(levels + 1);
@@ -102,8 +106,8 @@ export function checkJsonText(text: string, levels = MAX_JSON_DEPTH): void {
       commas[depth] = 0;
     } else if (c === 0x5d || c === 0x7d) {
       depth--;
-    } else if (c === 0x2c && depth > 0 && objects[depth] === 1 && ++(commas[depth] as number) >= MAX_OBJECT_MEMBERS) {
-      throw new ApiError('badRequest', `An object in the request body has more than ${MAX_OBJECT_MEMBERS} members.`);
+    } else if (members && c === 0x2c && depth > 0 && objects[depth] === 1 && ++(commas[depth] as number) >= MAX_OBJECT_MEMBERS) {
+      throw tooManyMembers();
     }
   }
 }
@@ -124,14 +128,22 @@ export function checkJsonDocument(document: unknown, levels = MAX_JSON_DEPTH): v
   const enter = (value: object, place: Place | undefined) => {
     if (frames.length >= levels) throw tooDeep(levels);
     const keys = Array.isArray(value) ? undefined : Object.keys(value);
+    // Text already passed checkJsonText; a batch operation's body, parsed with its envelope, is counted here.
+    if (keys && keys.length > MAX_OBJECT_MEMBERS) throw tooManyMembers();
     frames.push({ value, keys, next: 0, place });
   };
+  // A bulk array is refused as its first refused element alone would be, prefixed by its index.
   const elements = Array.isArray(document);
+  let element: number | undefined;
   if (typeof document === 'string' && LONE_SURROGATE.test(document)) reportAt(errors, undefined, 'contains');
   if (typeof document === 'object' && document !== null) enter(document, undefined);
   while (frames.length > 0) {
     const frame = frames[frames.length - 1] as (typeof frames)[number];
     const { value, keys, place } = frame;
+    if (elements && frames.length === 1) {
+      if (errors.total > 0) break; // the element with the first error is walked whole; the rest are not
+      element = frame.next;
+    }
     const index = frame.next++;
     if (index >= (keys ?? (value as unknown[])).length) {
       frames.pop();
@@ -147,7 +159,8 @@ export function checkJsonDocument(document: unknown, levels = MAX_JSON_DEPTH): v
       enter(child, { key: key ?? String(index), parent: place });
     }
   }
-  errors.throwIfAny('The request body holds text that is not well-formed Unicode (a lone UTF-16 surrogate such as "\\ud800").');
+  const summary = 'The request body holds text that is not well-formed Unicode (a lone UTF-16 surrogate such as "\\ud800").';
+  errors.throwIfAny(elements ? `Element ${element}: ${summary}` : summary);
 }
 
 function requireObject(resource: Resource, body: unknown): Row {

@@ -675,6 +675,28 @@ envelope('operation headers: an object of strings, If-Match or If-None-Match onl
   }
 });
 
+envelope('text no request could carry alone: a lone surrogate in a path, a control character in a header value', async ({ service }) => {
+  // Sent as JSON escapes: alone, such a target or header could not be sent at all (it is no UTF-8, no header line).
+  const raw = (operation: string) =>
+    service.request('POST', '/_batch', { raw: `{"operations":[${operation}]}`, headers: { 'content-type': 'application/json' } });
+  assertMalformed(await raw('{"method":"GET","path":"/users?name=\\ud800"}'), ['operations/0/path']);
+  assertMalformed(await raw('{"method":"GET","path":"/users/\\udfff"}'), ['operations/0/path']);
+  for (const value of ['\\"a\\"\\r\\nX-Injected: 1', '\\"a\\"\\u0000', '\\u20ac']) {
+    assertMalformed(await raw(`{"method":"GET","path":"/users","headers":{"If-None-Match":"${value}"}}`), [
+      'operations/0/headers/If-None-Match',
+    ]);
+  }
+});
+
+envelope('an operation body past a bound is the operation’s refusal, as alone: its size, its members', async ({ service }) => {
+  const big = { name: 'x'.repeat(1024 * 1024), email: userSample().email };
+  const sized = await batch(service, [creating(), { method: 'POST', path: '/users', body: big }]);
+  assertFailedAt(sized, 1, await alone(service, 'POST', '/users', { body: big }));
+  const wide = Object.fromEntries(Array.from({ length: 2001 }, (_, i) => [`f${i}`, i]));
+  const members = await batch(service, [creating(), { method: 'PATCH', path: '/users/1', body: wide }]);
+  assertFailedAt(members, 1, await alone(service, 'PATCH', '/users/1', { body: wide }));
+});
+
 envelope('labels: used before defined, defined twice, malformed, on a method other than POST, unknown', async ({ service }) => {
   const user = await created(service, '/users', newUser());
   const before = await totals(service);

@@ -181,13 +181,15 @@ bulk('an Idempotency-Key covers the whole array: replayed as it was, another arr
 });
 
 bulk("a lone surrogate in an element is named by the element's index as every bulk refusal is (1/name)", async ({ service }) => {
-  const raw = `[{"name":"Fine","email":"fine-${Date.now()}@example.com"},{"name":"\\ud800","email":"lone-${Date.now()}@example.com"}]`;
+  const raw = `[{"name":"Fine","email":"fine-${Date.now()}@example.com"},{"name":"\\ud800","email":"lone-${Date.now()}@example.com"},{"name":"\\udc00"}]`;
   const reply = await service.request('POST', '/users', { raw, headers: { 'content-type': 'application/json' } });
   assert.is(reply.status, 422, reply.text);
+  // The first refused element's answer alone, prefixed: its detail and its errors, not those of the elements after it.
   assert.equal(
     reply.body.errors.map((e: { path: string }) => e.path),
     ['1/name'],
   );
+  assert.match(reply.body.detail, /^Element 1: The request body holds text that is not well-formed Unicode/);
 });
 
 bulk("a value the engine cannot store is a 422 in the contract's words, never the engine's", async ({ service }) => {

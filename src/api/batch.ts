@@ -8,7 +8,7 @@ import { fingerprintOf, parseIdempotencyKey } from '../idempotency.js';
 import { type ParsedUrl, parseRequestUrl } from '../query-string.js';
 import type { Id, Method } from '../resources.js';
 import { type MaybePromise, type Store, type Transaction, then } from '../store/store.js';
-import { MAX_JSON_DEPTH } from '../validation.js';
+import { LONE_SURROGATE, MAX_JSON_DEPTH, MAX_OBJECT_MEMBERS, tooManyMembers } from '../validation.js';
 import { bulkBodyLimit, type CompiledEndpoint, type Endpoint, type Request, type Response } from './compile.js';
 import type { Match } from './routes.js';
 
@@ -99,6 +99,9 @@ class Recorder {
   }
 }
 
+/** A header value as a request line can carry it: visible Latin-1 characters, spaces and tabs. */
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
 /** A `{label}` in a path. */
 const PLACEHOLDER = /\{([^{}]*)\}/g;
 /** The longest path an operation may have once its labels are filled in. */
@@ -156,6 +159,12 @@ function parseEnvelope(document: unknown, routes: (path: string) => Match<Compil
     fail('', 'must be an object with an "operations" array');
     throw refuse();
   }
+  // The envelope's text was not held to MAX_OBJECT_MEMBERS (an operation's body is, as the operation's
+  // refusal); its own objects are, before anything lists their members.
+  const members = (value: unknown) => {
+    if (value !== null && typeof value === 'object' && Object.keys(value).length > MAX_OBJECT_MEMBERS) throw tooManyMembers();
+  };
+  members(document);
   for (const key of Object.keys(document)) if (key !== 'operations') fail(key, 'is not a member of a batch');
   const list = (document as { operations?: unknown }).operations;
   if (!Array.isArray(list)) fail('operations', 'must be an array of operations');
@@ -171,6 +180,8 @@ function parseEnvelope(document: unknown, routes: (path: string) => Match<Compil
       return { method: 'GET', path: '', headers: {} };
     }
     const op = raw as Record<string, unknown>;
+    members(op);
+    members(op.headers);
     for (const key of Object.keys(op)) if (!MEMBERS.has(key)) fail(`${at}/${key}`, 'is not a member of an operation');
     const method = op.method as Method;
     if (!(BATCH_METHODS as readonly unknown[]).includes(method)) fail(`${at}/method`, `must be one of ${BATCH_METHODS.join(', ')}`);
@@ -184,6 +195,8 @@ function parseEnvelope(document: unknown, routes: (path: string) => Match<Compil
           const known = BATCH_HEADERS.find((h) => h.toLowerCase() === name.toLowerCase());
           if (!known) fail(`${at}/headers/${name}`, `is not a header an operation may carry (${BATCH_HEADERS.join(', ')})`);
           else if (typeof value !== 'string') fail(`${at}/headers/${name}`, 'must be a string');
+          // What a header line can carry alone: no control character but tab, nothing beyond Latin-1 (RFC 9110 §5.5).
+          else if (!FIELD_VALUE.test(value)) fail(`${at}/headers/${name}`, 'holds a character no header value can carry');
           else if (Object.hasOwn(headers, known.toLowerCase())) fail(`${at}/headers/${name}`, `is ${known} given twice`);
           else headers[known.toLowerCase()] = value;
         }
@@ -199,6 +212,8 @@ function parseEnvelope(document: unknown, routes: (path: string) => Match<Compil
     }
     const path = op.path;
     if (typeof path !== 'string' || !path.startsWith('/')) fail(`${at}/path`, 'must be a path starting with /');
+    // A lone surrogate has no UTF-8 form: alone, such a target could not even be sent (it would become U+FFFD).
+    else if (LONE_SURROGATE.test(path)) fail(`${at}/path`, 'holds a lone UTF-16 surrogate, which is not Unicode text');
     else {
       for (const [, name] of path.matchAll(PLACEHOLDER)) {
         if (!labels.has(name as string)) fail(`${at}/path`, `{${echo(name as string)}} names no label of an earlier operation`);
