@@ -74,7 +74,8 @@ const tooDeep = (levels = MAX_JSON_DEPTH) =>
   new ApiError('badRequest', `The request body nests arrays and objects deeper than ${levels} levels.`);
 
 /** The 400 for an object of more than MAX_OBJECT_MEMBERS members. */
-export const tooManyMembers = () => new ApiError('badRequest', `An object in the request body has more than ${MAX_OBJECT_MEMBERS} members.`);
+export const tooManyMembers = () =>
+  new ApiError('badRequest', `An object in the request body has more than ${MAX_OBJECT_MEMBERS} members.`);
 
 /**
  * The most members a JSON object in a body may have: SQLite's default column limit (2,000), so no
