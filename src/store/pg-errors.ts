@@ -3,7 +3,7 @@
 import { getTableConfig, type SQLiteTable } from 'drizzle-orm/sqlite-core';
 import { ApiError } from '../errors.js';
 import type { Resource } from '../resources.js';
-import { refusals } from './store.js';
+import { danglingOf, refusals } from './store.js';
 
 /** The fields node-postgres gives a server error (and the errno `code` of a socket error). */
 export interface PgError extends Error {
@@ -108,7 +108,7 @@ export function writeError(resource: Resource, action: 'write' | 'remove', error
       const named = fieldsOf(columns);
       return action === 'remove' || underReferences
         ? refusals.stillReferenced(resource, error)
-        : refusals.missingParent(resource, named, error);
+        : refusals.missingParent(resource, named.length > 0 ? [danglingOf(resource, named)] : [], error);
     }
     case '23502': {
       const keys = fieldsOf(e.column ? [e.column] : []);
