@@ -7,7 +7,13 @@ import { checkContract } from '../src/contract/checker.js';
 import { createRegistry, type Resource } from '../src/resources.js';
 import { type Reply, type Service, startService, walkList } from './helpers.js';
 import { checksums, introspectFixture, type Run } from './music-store.js';
-import { COMPOSITE_REFERENCES, checkCompositeReferences, checkTrackTagReferences } from './references.helpers.js';
+import {
+  COMPOSITE_REFERENCES,
+  checkCompositeReferences,
+  checkExpressionUnique,
+  checkTrackTagReferences,
+  EXPRESSION_UNIQUE,
+} from './references.helpers.js';
 
 const READ_ONLY_ALLOW = 'GET, HEAD, OPTIONS';
 const ELEMENT_ALLOW = 'GET, HEAD, PUT, PATCH, DELETE, OPTIONS';
@@ -561,10 +567,20 @@ uniqueReferences(
 
 uniqueReferences.run();
 
-const compositeReferences = servedFrom('an existing database: foreign keys of several columns', COMPOSITE_REFERENCES);
+const compositeReferences = servedFrom(
+  'an existing database: foreign keys of several columns, a unique index on an expression',
+  COMPOSITE_REFERENCES + EXPRESSION_UNIQUE,
+);
 
 compositeReferences('a pair naming nothing is a 422 naming both fields, as PostgreSQL names them', async ({ service }) => {
   await checkCompositeReferences(service);
 });
+
+compositeReferences(
+  'a value taken under a unique index on an expression is a 409 that names no field, and not the key',
+  async ({ service }) => {
+    await checkExpressionUnique(service);
+  },
+);
 
 compositeReferences.run();

@@ -20,6 +20,45 @@ export const COMPOSITE_REFERENCES = `
   );
 `;
 
+/** A unique index on an expression (introspection leaves it in the database, undeclared): PostgreSQL's spelling too. */
+export const EXPRESSION_UNIQUE = 'CREATE UNIQUE INDEX "person_email" ON "Person" (lower("email"));';
+
+/**
+ * COMPOSITE_REFERENCES served with EXPRESSION_UNIQUE: a value taken under the expression is a 409 that says a
+ * unique constraint, not the key, and names no field; a plain unique constraint still names its fields.
+ */
+export async function checkExpressionUnique(service: Service): Promise<void> {
+  const first = await service.request('POST', '/Person', { body: { email: 'Grace@example.com' } });
+  assert.is(first.status, 201, first.text);
+  const taken = await service.request('POST', '/Person', { body: { email: 'grace@EXAMPLE.com' } });
+  assert.equal(
+    taken.body,
+    {
+      type: 'about:blank',
+      title: 'Conflict',
+      status: 409,
+      detail: 'Another Person element already has the same values for a unique constraint of its table.',
+      instance: '/Person',
+    },
+    taken.text,
+  );
+  const other = await service.request('POST', '/Person', { body: { email: 'other@example.com' } });
+  const patched = await service.request('PATCH', `/Person/${other.body.id}`, { body: { email: 'GRACE@example.com' } });
+  assert.is(patched.status, 409, patched.text);
+  assert.is(patched.body.errors, undefined, patched.text);
+  assert.not.match(patched.body.detail, /key/);
+
+  const city = { name: 'Oslo', country: 'NO' };
+  assert.is((await service.request('POST', '/City', { body: city })).status, 201);
+  const twice = await service.request('POST', '/City', { body: city });
+  assert.is(twice.status, 409, twice.text);
+  assert.is(twice.body.detail, 'A City element with the same name, country already exists.');
+  assert.equal(twice.body.errors, [
+    { path: 'name', message: 'is already taken' },
+    { path: 'country', message: 'is already taken' },
+  ]);
+}
+
 /** The 422 of a reference to nothing, naming `errors` (the problem body exactly, on every engine). */
 const dangling = (instance: string, errors: { path: string; message: string }[]) => ({
   type: 'about:blank',

@@ -95,10 +95,23 @@ export function schemaAheadFrom(error: unknown): ApiError | undefined {
   return ahead ? refusals.schemaAhead(error) : undefined;
 }
 
-/** Field keys named in a constraint message such as "UNIQUE constraint failed: users.email". */
+/**
+ * Field keys named in a constraint message such as "UNIQUE constraint failed: users.email, users.name";
+ * none when it names them not all (an index on an expression is named as "index 'name'").
+ */
 function constrainedFields(resource: Resource, message: string): string[] {
-  const columns = message.split(':')[1]?.split(',') ?? [];
-  return columns.map((c) => resource.fieldOfColumn.get(c.trim().split('.')[1] ?? '') ?? '').filter(Boolean);
+  const prefix = 'constraint failed: ';
+  const at = message.indexOf(prefix);
+  if (at < 0) return [];
+  // SQLite matches table names case-insensitively (ASCII), and spells this one as its CREATE TABLE did.
+  const table = `${resource.name}.`.toLowerCase();
+  const fields = message
+    .slice(at + prefix.length)
+    .split(', ')
+    .map((part) =>
+      part.slice(0, table.length).toLowerCase() === table ? resource.fieldOfColumn.get(part.slice(table.length)) : undefined,
+    );
+  return fields.every((field) => field !== undefined) ? (fields as string[]) : [];
 }
 
 /** A raw statement with its parameters in SQL order: each a named placeholder or a constant. */

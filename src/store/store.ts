@@ -128,11 +128,19 @@ export function danglingOf(resource: Resource, fields: string[]): Dangling {
  * to nothing (422), another constraint (422).
  */
 export const refusals = {
+  /**
+   * `fields`: those of the unique constraint, when the engine named them all; none for one it cannot tell
+   * (a unique index on an expression such as lower(email)), which is then not said to be the key.
+   */
   taken: (resource: Resource, fields: string[], cause: unknown) =>
-    new ApiError('conflict', `A ${resource.name} element with the same ${fields.join(', ') || 'key'} already exists.`, {
-      errors: fields.map((path) => ({ path, message: 'is already taken' })),
-      cause,
-    }),
+    fields.length > 0
+      ? new ApiError('conflict', `A ${resource.name} element with the same ${fields.join(', ')} already exists.`, {
+          errors: fields.map((path) => ({ path, message: 'is already taken' })),
+          cause,
+        })
+      : new ApiError('conflict', `Another ${resource.name} element already has the same values for a unique constraint of its table.`, {
+          cause,
+        }),
   stillReferenced(resource: Resource, cause: unknown) {
     // The kinds whose foreign keys may block a delete of this kind: all but SET NULL / SET DEFAULT / CASCADE ones.
     const blocking = resource.referencedBy.filter((r) => !['set null', 'set default', 'cascade'].includes(r.onDelete));
