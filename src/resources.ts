@@ -66,6 +66,18 @@ export interface Reference {
   target: Field;
 }
 
+/**
+ * A foreign key of several columns to a served kind (to its key or another unique set of fields): it adds no
+ * related path, but a write that breaks it is a 422 naming its fields, as a Reference's is.
+ */
+export interface CompositeReference {
+  /** The child's fields holding the values, in the foreign key's order. */
+  fields: string[];
+  parent: Resource;
+  /** The parent's fields they name, in the same order. */
+  targets: Field[];
+}
+
 export interface Resource {
   /** The SQL table (or view) name, which is also the collection's path segment (percent-encoded). */
   name: string;
@@ -96,6 +108,8 @@ export interface Resource {
   referencedBy: { child: Resource; field: string; onDelete: string; byKey: boolean }[];
   /** Every single-column foreign key of this kind to a served kind, for a 422 naming the field that names nothing. */
   references: Reference[];
+  /** Every foreign key of several columns of this kind to a served kind, for the same 422 (looked at after a failure only). */
+  compositeReferences: CompositeReference[];
   /** Primary key and server-managed fields: never changed by a client. */
   readOnly: Set<string>;
   /** The field key of an SQL column name (for constraint errors). */
@@ -392,6 +406,7 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
     foreignKeys: [],
     referencedBy: [],
     references: [],
+    compositeReferences: [],
     readOnly,
     fieldOfColumn: new Map(fields.map((f) => [f.column.name, f.key])),
     expansions: new Map(),
@@ -469,8 +484,11 @@ function toRelations(resources: Resource[], schema: Record<string, unknown>): Re
       const byKey = ref.columns.length === 1 && parent.key.length === 1 && ref.foreignColumns[0] === parent.key[0]?.column;
       const fields = ref.columns.map((c) => child.fieldOfColumn.get(c.name) as string);
       parent.referencedBy.push({ child, field: fields.join(', '), onDelete, byKey });
-      const target = parent.fields.find((f) => f.column === ref.foreignColumns[0]);
-      if (ref.columns.length === 1 && target) child.references.push({ field, parent, target });
+      const targets = ref.foreignColumns.map((c) => parent.fields.find((f) => f.column === c));
+      if (targets.every((target) => target !== undefined)) {
+        if (ref.columns.length === 1) child.references.push({ field, parent, target: targets[0] as Field });
+        else child.compositeReferences.push({ fields, parent, targets: targets as Field[] });
+      }
       // A related path needs a parent element named by one key column (a composite reference names no single path).
       if (!byKey) continue;
       child.foreignKeys.push({ field, parent, onDelete });

@@ -5,6 +5,7 @@ import * as assert from 'uvu/assert';
 import { checkContract } from '../src/contract/checker.js';
 import { type Service, startService } from './helpers.js';
 import { introspectFixture, type Run } from './music-store.js';
+import { checkTrackTagReferences } from './references.helpers.js';
 
 const onPostgres = suite<{ run: Run; service: Service }>('an introspected schema on PostgreSQL');
 
@@ -42,6 +43,10 @@ onPostgres('every path of every kind passes the contract checker', async ({ serv
     [],
   );
   assert.ok(report.passed > 300, `${report.passed} probes`);
+});
+
+onPostgres('a write whose foreign key of two columns names no element is a 422 naming both fields, as on SQLite', async ({ service }) => {
+  await checkTrackTagReferences(service);
 });
 
 onPostgres(

@@ -7,6 +7,13 @@ import { checkContract } from '../src/contract/checker.js';
 import { createRegistry, type Resource } from '../src/resources.js';
 import { type Reply, type Service, startService, walkList } from './helpers.js';
 import { checksums, introspectFixture, type Run } from './music-store.js';
+import {
+  COMPOSITE_REFERENCES,
+  checkCompositeReferences,
+  checkExpressionUnique,
+  checkTrackTagReferences,
+  EXPRESSION_UNIQUE,
+} from './references.helpers.js';
 
 const READ_ONLY_ALLOW = 'GET, HEAD, OPTIONS';
 const ELEMENT_ALLOW = 'GET, HEAD, PUT, PATCH, DELETE, OPTIONS';
@@ -153,6 +160,10 @@ shapes('names in any case and percent-encoded; composite keys as k1,k2', async (
   assertProblem(moved, 422); // key fields are read-only
   assert.is((await service.request('DELETE', location)).status, 204);
   assertProblem(await service.request('GET', location), 404);
+});
+
+shapes('a write whose foreign key of two columns names no element is a 422 naming both fields', async ({ service }) => {
+  await checkTrackTagReferences(service);
 });
 
 shapes('self-references and two foreign keys to one parent have their related paths', async ({ service }) => {
@@ -555,3 +566,21 @@ uniqueReferences(
 );
 
 uniqueReferences.run();
+
+const compositeReferences = servedFrom(
+  'an existing database: foreign keys of several columns, a unique index on an expression',
+  COMPOSITE_REFERENCES + EXPRESSION_UNIQUE,
+);
+
+compositeReferences('a pair naming nothing is a 422 naming both fields, as PostgreSQL names them', async ({ service }) => {
+  await checkCompositeReferences(service);
+});
+
+compositeReferences(
+  'a value taken under a unique index on an expression is a 409 that names no field, and not the key',
+  async ({ service }) => {
+    await checkExpressionUnique(service);
+  },
+);
+
+compositeReferences.run();

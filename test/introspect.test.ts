@@ -14,7 +14,7 @@ import type { DatabaseHandle } from '../src/db/client.js';
 import { customKindOf } from '../src/db/columns.js';
 import { migrationStatus } from '../src/db/migrate.js';
 import { createRegistry } from '../src/resources.js';
-import { PET_SHOP_MIGRATIONS, ROOT, tempDir } from './helpers.js';
+import { PET_SHOP_MIGRATIONS, ROOT, type Service, startService, tempDir } from './helpers.js';
 import { checksums, FIXTURE, introspect, introspectFixture, type Run } from './music-store.js';
 
 /** Type-checks the generated module alone, as strictly as a project may (strict, unchecked index access). */
@@ -318,6 +318,38 @@ Edges('a foreign key whose to-one name is also a field gets its one() named othe
     const tsc = strictTsc(run);
     assert.is(tsc.status, 0, tsc.stdout + tsc.stderr);
   } finally {
+    run.remove();
+  }
+});
+
+Edges('ANY is untyped() in a STRICT table, served as stored (a BLOB as base64); elsewhere NUMERIC, as SQLite holds it', async () => {
+  const run = await introspectFixture((path) => {
+    const db = new Database(path);
+    db.exec(`CREATE TABLE "Loose" ("id" INTEGER PRIMARY KEY, "v" ANY);
+             CREATE TABLE "Strict" ("id" INTEGER PRIMARY KEY, "v" ANY, "w" any, "n" INT) STRICT;
+             INSERT INTO "Strict" VALUES (1, X'00FF', 'text', 1), (2, '0.10', 1.5, 2);`);
+    db.close();
+    return path;
+  });
+  let service: Service | undefined;
+  try {
+    const kind = (table: string, field: string) => {
+      const column = columnsOf(sourceNamed(run.schema, table))[field] as SQLiteColumn;
+      return customKindOf(column) ?? column.columnType;
+    };
+    assert.is(kind('Strict', 'v'), 'untyped');
+    assert.is(kind('Strict', 'w'), 'untyped');
+    assert.is(kind('Strict', 'n'), 'SQLiteInteger');
+    assert.is(kind('Loose', 'v'), 'SQLiteNumeric');
+    assert.match(readFileSync(run.schemaPath, 'utf8'), /\/\/ STRICT in the database/);
+    service = await startService({ schema: run.schema, migrationsFolder: run.out, env: { DATABASE_PATH: run.db } });
+    assert.equal((await service.request('GET', '/Strict/1')).body, { id: 1, v: 'AP8=', w: 'text', n: 1 });
+    assert.equal((await service.request('GET', '/Strict/2')).body, { id: 2, v: '0.10', w: 1.5, n: 2 });
+    const created = await service.request('POST', '/Strict', { body: { v: 'any text', w: 2.5, n: 3 } });
+    assert.is(created.status, 201, created.text);
+    assert.equal(created.body, { id: 3, v: 'any text', w: 2.5, n: 3 });
+  } finally {
+    await service?.close();
     run.remove();
   }
 });

@@ -72,6 +72,8 @@ export interface TableModel {
   key: string[];
   autoIncrement: boolean;
   withoutRowid: boolean;
+  /** A STRICT table (SQLite ≥ 3.37): its `ANY` columns hold every value as given, converting none. */
+  strict?: boolean;
   /**
    * The sole integer key is the client's to give, the database assigns it not: on SQLite a key with an index of
    * its own (PRAGMA index_list, origin `pk`: no rowid alias, as not declared exactly INTEGER, DESC, or in a WITHOUT
@@ -178,7 +180,8 @@ const quoteIdent = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
 /** Reads every table and view of the main schema; changes nothing. */
 export function readDatabase(sqlite: Database.Database): DatabaseModel {
-  type ListRow = { schema: string; name: string; type: string; wr: number };
+  // `strict` since SQLite 3.37, as PRAGMA table_list itself (3.37.0 added both).
+  type ListRow = { schema: string; name: string; type: string; wr: number; strict?: number };
   const listed = (sqlite.prepare('PRAGMA table_list').all() as ListRow[]).filter((t) => t.schema === 'main');
   // sqlite_master lists objects in the order they were created: tables keep it (views go last).
   const master = sqlite.prepare("SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view', 'index')").all() as {
@@ -228,6 +231,7 @@ export function readDatabase(sqlite: Database.Database): DatabaseModel {
       key,
       autoIncrement: tokenize(sql).some((token) => token.kind === 'word' && token.value.toUpperCase() === 'AUTOINCREMENT'),
       withoutRowid: t.wr === 1,
+      strict: t.strict === 1,
       indexes: [],
       foreignKeys: [],
       notes: [],
@@ -304,9 +308,14 @@ function readForeignKeys(
 // ---------------------------------------------------------------------------------------------
 // Writing the schema module.
 
-/** The column builder of a declared type, by SQLite's affinity rules (https://sqlite.org/datatype3.html §3.1). */
-export function builderOf(declared: string): 'integer' | 'text' | 'bytes' | 'untyped' | 'real' | 'numeric' | 'dateText' {
+/**
+ * The column builder of a declared type, by SQLite's affinity rules (https://sqlite.org/datatype3.html §3.1).
+ * In a STRICT table `ANY` holds any value unconverted, as a column without a declared type does
+ * (https://sqlite.org/stricttables.html); elsewhere it is NUMERIC affinity, like any other unknown name (rule 5).
+ */
+export function builderOf(declared: string, strict = false): 'integer' | 'text' | 'bytes' | 'untyped' | 'real' | 'numeric' | 'dateText' {
   const type = declared.toUpperCase();
+  if (strict && type.trim() === 'ANY') return 'untyped';
   if (type.includes('INT')) return 'integer';
   if (/CHAR|CLOB|TEXT/.test(type)) return 'text';
   if (type.includes('BLOB')) return 'bytes';
@@ -492,7 +501,7 @@ export function toSchemaSource(model: DatabaseModel, origin: { file: string; dat
   const fieldOf = (table: string, column: string) => names.fields.get(table)?.get(column) as string;
 
   const column = (table: TableModel, c: ColumnModel): string => {
-    const builder = builderOf(c.declared);
+    const builder = builderOf(c.declared, table.strict);
     const soleKey = table.key.length === 1 && table.key[0] === c.name;
     // integer() is declared INTEGER, which would make a key SQLite does not assign its rowid at the next table rebuild.
     const declaredAs = builder === 'integer' && soleKey && table.keyGiven ? 'intKey' : builder;
@@ -554,6 +563,7 @@ export function toSchemaSource(model: DatabaseModel, origin: { file: string; dat
       ...(table.withoutRowid
         ? ['WITHOUT ROWID in the database (drizzle cannot declare it; a migration that rebuilds this table drops it).']
         : []),
+      ...(table.strict ? ['STRICT in the database (drizzle cannot declare it; a migration that rebuilds this table drops it).'] : []),
       ...table.notes,
     ].map((line) => `// ${line}\n`);
     const fields = table.columns.map((c) => `  ${column(table, c)},\n`).join('');

@@ -3,7 +3,7 @@
 import { getTableConfig, type SQLiteTable } from 'drizzle-orm/sqlite-core';
 import { ApiError } from '../errors.js';
 import type { Resource } from '../resources.js';
-import { refusals } from './store.js';
+import { danglingOf, refusals } from './store.js';
 
 /** The fields node-postgres gives a server error (and the errno `code` of a socket error). */
 export interface PgError extends Error {
@@ -94,8 +94,12 @@ export function writeError(resource: Resource, action: 'write' | 'remove', error
   const fieldsOf = (columns: string[]) => columns.map((c) => resource.fieldOfColumn.get(c)).filter((f): f is string => f !== undefined);
   const code = e.code ?? '';
   switch (code) {
-    case '23505':
-      return refusals.taken(resource, fieldsOf(columnsInDetail(e.detail)), error);
+    case '23505': {
+      // All of the key's columns, or none: a unique index on an expression names `lower(email)`, no field.
+      const columns = columnsInDetail(e.detail);
+      const fields = fieldsOf(columns);
+      return refusals.taken(resource, fields.length === columns.length ? fields : [], error);
+    }
     case '23503': {
       // A write that changes a field other elements name (not the key: no write changes it) breaks their
       // constraint, not its own: refused like a delete. Told by the constraint's table, or (a kind that
@@ -108,7 +112,7 @@ export function writeError(resource: Resource, action: 'write' | 'remove', error
       const named = fieldsOf(columns);
       return action === 'remove' || underReferences
         ? refusals.stillReferenced(resource, error)
-        : refusals.missingParent(resource, named, error);
+        : refusals.missingParent(resource, named.length > 0 ? [danglingOf(resource, named)] : [], error);
     }
     case '23502': {
       const keys = fieldsOf(e.column ? [e.column] : []);

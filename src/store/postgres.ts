@@ -44,7 +44,7 @@ import {
   toStatement,
   valuesOf,
 } from './sql.js';
-import { type Created, type KindStore, notFound, type Once, type Page, refusals, type Store } from './store.js';
+import { type Created, type Dangling, type KindStore, notFound, type Once, type Page, refusals, type Store } from './store.js';
 
 /** The most values one statement may bind (the protocol's 16-bit count). */
 const PG_MAX_PARAMETERS = 65535;
@@ -313,17 +313,19 @@ function createKindStore(
   };
 
   /**
-   * After PostgreSQL refused a foreign key (it names the first one only): a statement per foreign key
-   * that asks whether its parent exists, built on first use. A key to the kind itself is left out: a
-   * parent created earlier in the same refused bulk is gone by the time it is asked.
+   * After PostgreSQL refused a foreign key (it names the first one only): a statement per foreign key, of
+   * one column or several, that asks whether its parent exists, built on first use. A key to the kind
+   * itself is not asked: a parent created earlier in the same refused bulk is gone by the time it is asked.
    */
   const parentChecks = onFirstUse(() =>
-    resource.references.map(({ field, parent, target }) => {
-      const column = columnOf(resource.fields.find((f) => f.key === field) as Field);
-      const query = new PgDialect().sqlToQuery(
-        sql`select 1 from ${sql.identifier(parent.name)} where ${sql.identifier(target.column.name)} = ${sql.placeholder('value')}`,
-      );
-      return { field, column, text: parent === resource ? undefined : query.sql };
+    [
+      ...resource.references.map(({ field, parent, target }) => ({ fields: [field], parent, targets: [target] })),
+      ...resource.compositeReferences,
+    ].map(({ fields, parent, targets }) => {
+      const columns = fields.map((field) => columnOf(resource.fields.find((f) => f.key === field) as Field));
+      const matches = targets.map((target, i) => sql`${sql.identifier(target.column.name)} = ${sql.placeholder(`v${i}`)}`);
+      const query = new PgDialect().sqlToQuery(sql`select 1 from ${sql.identifier(parent.name)} where ${sql.join(matches, sql` and `)}`);
+      return { fields, parent, columns, text: parent === resource ? undefined : query.sql };
     }),
   );
 
@@ -383,16 +385,18 @@ function createKindStore(
       const mapped = toApiError(action, error);
       const refused = action === 'write' ? refusedRowOf(error) : undefined;
       // Only a reference to nothing (a 422) can name more fields; a change under referencing elements is a 409 as it is.
-      if (!refused || resource.references.length < 2 || !(mapped instanceof ApiError && mapped.code === 'unprocessable')) return mapped;
+      const checks = resource.references.length + resource.compositeReferences.length;
+      if (!refused || checks < 2 || !(mapped instanceof ApiError && mapped.code === 'unprocessable')) return mapped;
       const named = (toApiError(action, refused.error) as ApiError).errors?.map((e) => e.path) ?? [];
       try {
-        const missing: string[] = [];
-        for (const { field, column, text } of parentChecks()) {
-          const value = refused.row[field];
-          if (named.includes(field)) missing.push(field);
-          else if (text && value !== null && value !== undefined) {
-            const { rows } = await (inBatch ?? pool).query({ text, values: [column.mapToDriverValue(value)] });
-            if (rows.length === 0) missing.push(field);
+        const missing: Dangling[] = [];
+        for (const { fields, parent, columns, text } of parentChecks()) {
+          const values = fields.map((field) => refused.row[field]);
+          // The foreign key PostgreSQL named (its fields come back in field order).
+          if (fields.length === named.length && fields.every((field) => named.includes(field))) missing.push({ fields, parent });
+          else if (text && values.every((value) => value !== null && value !== undefined)) {
+            const { rows } = await (inBatch ?? pool).query({ text, values: values.map((value, i) => columns[i]?.mapToDriverValue(value)) });
+            if (rows.length === 0) missing.push({ fields, parent });
           }
         }
         const complete = refusals.missingParent(resource, missing, refused.error);

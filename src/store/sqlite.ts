@@ -43,6 +43,7 @@ import {
 } from './sql.js';
 import {
   type Created,
+  type Dangling,
   type KindStore,
   type MaybePromise,
   notFound,
@@ -94,10 +95,23 @@ export function schemaAheadFrom(error: unknown): ApiError | undefined {
   return ahead ? refusals.schemaAhead(error) : undefined;
 }
 
-/** Field keys named in a constraint message such as "UNIQUE constraint failed: users.email". */
+/**
+ * Field keys named in a constraint message such as "UNIQUE constraint failed: users.email, users.name";
+ * none when it names them not all (an index on an expression is named as "index 'name'").
+ */
 function constrainedFields(resource: Resource, message: string): string[] {
-  const columns = message.split(':')[1]?.split(',') ?? [];
-  return columns.map((c) => resource.fieldOfColumn.get(c.trim().split('.')[1] ?? '') ?? '').filter(Boolean);
+  const prefix = 'constraint failed: ';
+  const at = message.indexOf(prefix);
+  if (at < 0) return [];
+  // SQLite matches table names case-insensitively (ASCII), and spells this one as its CREATE TABLE did.
+  const table = `${resource.name}.`.toLowerCase();
+  const fields = message
+    .slice(at + prefix.length)
+    .split(', ')
+    .map((part) =>
+      part.slice(0, table.length).toLowerCase() === table ? resource.fieldOfColumn.get(part.slice(table.length)) : undefined,
+    );
+  return fields.every((field) => field !== undefined) ? (fields as string[]) : [];
 }
 
 /** A raw statement with its parameters in SQL order: each a named placeholder or a constant. */
@@ -329,32 +343,36 @@ function createKindStore(
       throw missing ? refusals.searchIndexMissing(resource, error) : error;
     }
   };
-  /** Prepared on first use: only the 422 after a foreign-key failure reads them. */
-  const parentStatements = onFirstUse(
-    () =>
-      new Map(
-        resource.references.map(({ field, parent, target }) => [
-          field,
-          prepare(
-            sqlite,
-            db
-              .select({ one: sql`1` })
-              .from(parent.table)
-              .where(keyCondition([target.column])),
-          ).statement,
-        ]),
-      ),
+  /**
+   * Whether a foreign key's values name a parent: a statement per foreign key, of one column or several,
+   * prepared on first use (only the 422 after a foreign-key failure reads them).
+   */
+  const parentStatements = onFirstUse(() =>
+    [
+      ...resource.references.map(({ field, parent, target }) => ({ fields: [field], parent, targets: [target] })),
+      ...resource.compositeReferences,
+    ].map((reference) => ({
+      ...reference,
+      statement: prepare(
+        sqlite,
+        db
+          .select({ one: sql`1` })
+          .from(reference.parent.table)
+          .where(keyCondition(reference.targets.map((t) => t.column))),
+      ).statement,
+    })),
   );
 
-  /** After SQLite refused a foreign key: the fields of `row` that name no parent, for a 422 that says which. */
-  function missingParents(row: Row): string[] {
-    const statements = parentStatements();
-    return resource.references
-      .filter(({ field, target }) => {
-        const value = row[field];
-        return value !== null && value !== undefined && !statements.get(field)?.get(encoded(target.column, value));
-      })
-      .map(({ field }) => field);
+  /**
+   * After SQLite refused a foreign key (its message names none): the foreign keys of `row` that name no
+   * parent, for a 422 that names their fields. One with a NULL value is not checked (MATCH SIMPLE).
+   */
+  function missingParents(row: Row): Dangling[] {
+    return parentStatements().filter(({ fields, targets, statement }) => {
+      const values = fields.map((field) => row[field]);
+      if (values.some((value) => value === null || value === undefined)) return false;
+      return !statement.get(...values.map((value, i) => encoded((targets[i] as Field).column, value)));
+    });
   }
 
   /**

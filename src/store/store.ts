@@ -107,17 +107,40 @@ export function then<T, R>(value: MaybePromise<T>, next: (value: T) => R): Maybe
   return value instanceof Promise ? value.then(next) : next(value);
 }
 
+/** A foreign key (of one column or several) whose values name no element: its fields, and the kind they should name. */
+export interface Dangling {
+  fields: string[];
+  /** Undefined when the foreign key is not one the registry knows (its parent is not served). */
+  parent?: Resource;
+}
+
+/** The foreign key of `resource` whose fields are exactly `fields` (in its order), as a Dangling. */
+export function danglingOf(resource: Resource, fields: string[]): Dangling {
+  const same = (others: string[]) => others.length === fields.length && others.every((f, i) => f === fields[i]);
+  const parent =
+    resource.references.find((r) => same([r.field]))?.parent ?? resource.compositeReferences.find((r) => same(r.fields))?.parent;
+  return { fields, parent };
+}
+
 /**
  * The client's errors for what a database refused, worded once for every backend so that both
  * answer the same: a unique value taken (409), a delete blocked by references (409), a reference
  * to nothing (422), another constraint (422).
  */
 export const refusals = {
+  /**
+   * `fields`: those of the unique constraint, when the engine named them all; none for one it cannot tell
+   * (a unique index on an expression such as lower(email)), which is then not said to be the key.
+   */
   taken: (resource: Resource, fields: string[], cause: unknown) =>
-    new ApiError('conflict', `A ${resource.name} element with the same ${fields.join(', ') || 'key'} already exists.`, {
-      errors: fields.map((path) => ({ path, message: 'is already taken' })),
-      cause,
-    }),
+    fields.length > 0
+      ? new ApiError('conflict', `A ${resource.name} element with the same ${fields.join(', ')} already exists.`, {
+          errors: fields.map((path) => ({ path, message: 'is already taken' })),
+          cause,
+        })
+      : new ApiError('conflict', `Another ${resource.name} element already has the same values for a unique constraint of its table.`, {
+          cause,
+        }),
   stillReferenced(resource: Resource, cause: unknown) {
     // The kinds whose foreign keys may block a delete of this kind: all but SET NULL / SET DEFAULT / CASCADE ones.
     const blocking = resource.referencedBy.filter((r) => !['set null', 'set default', 'cascade'].includes(r.onDelete));
@@ -126,17 +149,23 @@ export const refusals = {
       cause,
     });
   },
-  /** `fields`: those that name no parent, when they can be told. */
-  missingParent: (resource: Resource, fields: string[], cause: unknown) =>
-    new ApiError('unprocessable', 'A reference points at an element that does not exist.', {
-      ...(fields.length > 0 && {
-        errors: fields.map((path) => ({
-          path,
-          message: `names no ${resource.references.find((r) => r.field === path)?.parent.name ?? 'parent'} element`,
-        })),
-      }),
+  /**
+   * `dangling`: the foreign keys that name no element, when they can be told. Each of their fields is named
+   * once, in the kind's field order (whichever order the engine found them in), with the kind it names no element of.
+   */
+  missingParent(resource: Resource, dangling: Dangling[], cause: unknown) {
+    const parentOf = new Map<string, string>();
+    for (const { fields, parent } of dangling) {
+      for (const field of fields) if (!parentOf.has(field)) parentOf.set(field, parent?.name ?? 'parent');
+    }
+    const errors = resource.fields
+      .filter((f) => parentOf.has(f.key))
+      .map(({ key }) => ({ path: key, message: `names no ${parentOf.get(key)} element` }));
+    return new ApiError('unprocessable', 'A reference points at an element that does not exist.', {
+      ...(errors.length > 0 && { errors }),
       cause,
-    }),
+    });
+  },
   constraint: (resource: Resource, cause: unknown) =>
     new ApiError('unprocessable', `The ${resource.name} element breaks a constraint of its table.`, { cause }),
   /** A searchable kind whose index its migrations have not built yet (the service started before they ran). */
