@@ -108,10 +108,6 @@ async function serve(config: Config, logger: Logger): Promise<void> {
     const { code, message } = error as NodeJS.ErrnoException;
     throw new ListenError(`cannot listen on ${config.host}:${config.port}: ${code ?? message}`);
   }
-  const address = server.address();
-  const where = typeof address === 'object' && address ? `http://${config.host}:${address.port}` : String(address);
-  logger.info({ address: where, database: isPostgres(database) ? database.url : config.databasePath }, `restable listening on ${where}`);
-
   /**
    * Stop accepting, answer /readyz with 503, let requests in flight finish (bounded), then
    * checkpoint the WAL, close the database and exit 0. A second signal stops at once.
@@ -155,6 +151,11 @@ async function serve(config: Config, logger: Logger): Promise<void> {
     process.on('SIGINT', () => stop('SIGINT'));
     process.on('SIGTERM', () => stop('SIGTERM'));
   }
+  // Said last: whoever waits for this line (a test, a supervisor) may signal at once, and the line is
+  // written by another thread, which may run before this one registers its handlers.
+  const address = server.address();
+  const where = typeof address === 'object' && address ? `http://${config.host}:${address.port}` : String(address);
+  logger.info({ address: where, database: isPostgres(database) ? database.url : config.databasePath }, `restable listening on ${where}`);
 }
 
 /** How long the primary waits before replacing a worker that died. */
