@@ -8,7 +8,7 @@ import { BATCH_HEADERS, BATCH_METHODS, BATCH_OPERATIONS, BATCH_PATH, LABEL } fro
 import { CHANGES_PATH, SEQ_PATTERN, TICKET_PATH } from './api/changes.js';
 import { MAX_CHILDREN } from './api/expand.js';
 import { customKindOf, isInteger } from './db/columns.js';
-import { LIMIT, type Operator, operatorsOf, QUERY_LIMITS, RELEVANCE } from './query.js';
+import { isComparable, LIMIT, type Operator, operatorsOf, QUERY_LIMITS, RELEVANCE } from './query.js';
 import { TICKET_TTL_MS } from './tickets.js';
 import { BULK_ELEMENTS } from './validation.js';
 
@@ -183,11 +183,11 @@ function operandSchema(field: Field, op: Operator): Json {
   return fieldSchema(field);
 }
 
-/** The §5 query language of a list: paging, sort, count, and every filter of every scalar field. */
+/** The §5 query language of a list: paging, sort, count, every filter of every scalar field, and [null] of the others. */
 function listParameters(resource: Resource): Json[] {
-  const scalar = resource.fields.filter((f) => isInteger(f.column) || ['number', 'boolean', 'string', 'date'].includes(f.column.dataType));
-  const filters = scalar.flatMap((field) => [
-    { name: field.key, in: 'query', description: `${field.key} equals`, schema: fieldSchema(field) },
+  const scalar = resource.fields.filter(isComparable);
+  const filters = resource.fields.flatMap((field) => [
+    ...(isComparable(field) ? [{ name: field.key, in: 'query', description: `${field.key} equals`, schema: fieldSchema(field) }] : []),
     ...operatorsOf(field).map((op) => ({
       name: `${field.key}[${op}]`,
       in: 'query',

@@ -133,10 +133,19 @@ function kindOf(field: Field): 'integer' | 'number' | 'decimal' | 'boolean' | 's
 
 /** The filter operators of a field that is not text. */
 const NOT_TEXT_OPERATORS = OPERATORS.filter((op) => !TEXT_ONLY.includes(op));
+/** The one operator of a field that is no scalar (JSON, BLOB, untyped): whether it is null. */
+const NULL_ONLY: readonly Operator[] = ['null'];
 
-/** The filter operators a field takes: `contains` and `startsWith` only on text (timestamps too: `2026-11` is a useful prefix). */
+/** Whether a field takes every comparison and can be sorted by: a scalar kind (not JSON, BLOB or untyped). */
+export const isComparable = (field: Field): boolean => kindOf(field) !== undefined;
+
+/**
+ * The filter operators a field takes: `contains` and `startsWith` only on text (timestamps too: `2026-11` is a
+ * useful prefix); `null` alone on a field that is no scalar.
+ */
 export function operatorsOf(field: Field): readonly Operator[] {
   const kind = kindOf(field);
+  if (kind === undefined) return NULL_ONLY;
   return kind === 'string' || kind === 'timestamp' ? OPERATORS : NOT_TEXT_OPERATORS;
 }
 
@@ -178,7 +187,7 @@ export function toFieldValue(field: Field, raw: string, path: string): unknown {
       return raw;
     }
     default:
-      throw bad(path, 'names a field that cannot be filtered or sorted');
+      throw bad(path, 'names a field that cannot be compared or sorted, only tested with [null]');
   }
 }
 
@@ -259,6 +268,7 @@ function parseFilter(resource: Resource, name: string, raw: string): Filter {
     if (raw !== 'true' && raw !== 'false') throw bad(name, 'must be true or false');
     return { field, op: operator, value: raw === 'true' };
   }
+  if (!isComparable(field)) throw bad(name, 'names a field that cannot be compared or sorted, only tested with [null]');
   if (!operatorsOf(field).includes(operator)) throw bad(name, 'applies to text fields only');
   if (operator === 'in') {
     const parts = raw.split(',');

@@ -296,6 +296,34 @@ shapes(
   },
 );
 
+shapes(
+  'BLOB, untyped and JSON fields take [null] only; DATE columns every text filter; /openapi.json says exactly that',
+  async ({ service, run }) => {
+    const sqlite = new Database(run.db, { readonly: true });
+    const withPhoto = sqlite.prepare('SELECT count(*) FROM "Employee" WHERE "Photo" IS NOT NULL').pluck().get();
+    sqlite.close();
+    const count = async (query: string) => {
+      const reply = await service.request('GET', `/Employee?${query}&count=true&limit=1`);
+      assert.is(reply.status, 200, `${query}: ${reply.text}`);
+      return reply.headers.get('x-total-count');
+    };
+    assert.is(await count('photo[null]=false'), String(withPhoto));
+    for (const query of ['photo=aGVsbG8=', 'photo[gt]=a', 'photo[in]=a', 'sort=photo']) {
+      const reply = await service.request('GET', `/Employee?${query}`);
+      assertProblem(reply, 400);
+    }
+    const doc = (await service.request('GET', '/openapi.json')).body;
+    const names = (doc.paths['/Employee'].get.parameters as { name?: string; $ref?: string }[]).map((p) => p.name).filter(Boolean);
+    assert.ok(names.includes('photo[null]'), 'photo[null] is documented');
+    assert.not.ok(names.includes('photo') || names.includes('photo[gt]'), 'no other photo filter is documented');
+    for (const name of ['birthDate', 'birthDate[gt]', 'birthDate[startsWith]', 'birthDate[null]']) assert.ok(names.includes(name), name);
+    const sort = (doc.paths['/Employee'].get.parameters as { name?: string; schema?: { pattern?: string } }[]).find(
+      (p) => p.name === 'sort',
+    );
+    assert.match('-birthDate', new RegExp(sort?.schema?.pattern as string));
+  },
+);
+
 shapes('orphans from old data are served; writes are checked', async ({ service, run }) => {
   const sqlite = new Database(run.db, { readonly: true });
   const [orphan, missingArtist] = sqlite
