@@ -667,9 +667,10 @@ function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<strin
           content: json(ref('schemas', 'batch.results')),
         },
         '4XX': failed,
-        // The failing operation's own status (400, 405, 413, 415, 422…) carries `operation` too; an envelope refused whole does not.
-        ...errors('POST', 'Error'),
-        ...Object.fromEntries(['400', '405', '406', '413', '415', '422'].map((status) => [status, failed])),
+        // The failing operation's own status (400, 405, 413, 422…) carries `operation` too; an envelope refused whole
+        // does not: its Accept (406) and media type (415) are the batch request's own, an operation's never fail.
+        ...errors('POST', 'NotAcceptable', 'UnsupportedMediaType', 'Error'),
+        ...Object.fromEntries(['400', '405', '413', '422'].map((status) => [status, failed])),
       },
     },
     options: {
@@ -811,7 +812,7 @@ function changesPaths(
             description: 'comma-separated kinds: only their changes (a kind whose changes are not recorded is a 400)',
             style: 'form',
             explode: false,
-            schema: { type: 'array', minItems: 1, items: { type: 'string', enum: names } },
+            schema: { type: 'array', uniqueItems: true, minItems: 1, items: { type: 'string', enum: names } },
           },
         ]
       : []),

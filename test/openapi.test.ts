@@ -225,9 +225,12 @@ test('operations carry their statuses, headers and problem responses', ({ doc })
   assert.equal(doc.paths['/']?.get.responses['200'].content['application/json'].schema.required, ['resources', 'links']);
   assert.equal(doc.paths['/healthz']?.get.responses['200'].content['application/json'].schema.properties.status, { const: 'ok' });
   assert.equal(doc.paths['/readyz']?.get.responses['200'].content['application/json'].schema.properties.status, { const: 'ready' });
-  // A batch's failing operation answers its own status with `operation`, whichever status it is.
-  for (const status of ['400', '405', '413', '415', '422'])
+  // A batch's failing operation answers its own status with `operation`, whichever status it is; the batch
+  // request's own Accept and media type (406, 415) are the envelope's: an operation's are always JSON.
+  for (const status of ['400', '405', '413', '422'])
     assert.ok(JSON.stringify(doc.paths['/_batch']?.post.responses[status]).includes('"operation"'), status);
+  assert.is(doc.paths['/_batch']?.post.responses['406'].$ref, '#/components/responses/NotAcceptable');
+  assert.is(doc.paths['/_batch']?.post.responses['415'].$ref, '#/components/responses/UnsupportedMediaType');
   assert.ok(doc.components.responses.UnsupportedMediaType.headers['Accept-Post']);
   assert.ok(doc.components.responses.UnsupportedMediaType.headers['Accept-Patch']);
   const created = doc.paths['/users']?.post.responses['201'];
