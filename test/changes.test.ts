@@ -275,7 +275,16 @@ streaming(
   },
 );
 
-streaming('open streams are bounded; a shutdown ends them', async ({ service }) => {
+streaming('open streams are bounded, also when many open at once; a shutdown ends them', async ({ service }) => {
+  // Ten at once: while the first wait on the log (a query on PostgreSQL), the others must not all pass the bound.
+  const burst = await Promise.all(Array.from({ length: 10 }, () => openStream(service, '/_changes')));
+  assert.equal(burst.map((s) => s.status).sort(), [200, 200, 200, 503, 503, 503, 503, 503, 503, 503]);
+  for (const s of burst) s.close();
+  await until('every place free again', async () => {
+    const again = await Promise.all([1, 2, 3].map(() => openStream(service, '/_changes')));
+    for (const s of again) s.close();
+    return again.every((s) => s.status === 200);
+  });
   const streams = await Promise.all([1, 2, 3].map(() => openStream(service, '/_changes')));
   assert.ok(streams.every((s) => s.status === 200));
   const refused = await openStream(service, '/_changes');

@@ -47,8 +47,12 @@ interface Stream {
 }
 
 export interface ChangeStreams {
-  /** Whether another stream may open now. */
-  full(): boolean;
+  /**
+   * A seat for a stream about to open, or undefined when every seat is taken (CHANGES_MAX_STREAMS):
+   * taken at once, so that requests waiting on the log meanwhile cannot all pass the bound. Release
+   * it once the stream is open (or will not be).
+   */
+  reserve(): (() => void) | undefined;
   /** Starts an event stream on `res` (its headers not yet sent) with the changes after `position`; `newest` is the log's last seq now. */
   open(res: ServerResponse, position: number, newest: number, kinds: readonly string[] | undefined): void;
   /** Ends every stream (a graceful shutdown): clients reconnect, with Last-Event-ID, elsewhere or later. */
@@ -78,13 +82,20 @@ const eventOf = (change: Change): Event => ({
 });
 
 /**
+ * Heartbeat intervals without a byte taken by the connection, while bytes wait, after which a stream is
+ * closed (60 s at the default heartbeat): long enough for a slow reader's send buffer to drain by a
+ * burst, short enough that a client that is gone does not hold its stream for long.
+ */
+const STALLED_INTERVALS = 6;
+
+/**
  * The streams of one process. A single loop (never two at once) reads the changes after `head`
  * every pollMs (and when a stream opens), serializes each once and writes it to every stream that
  * wants it, an event at a time while the stream's unsent bytes stay under half of bufferBytes. A
  * stream that starts behind `head` (it resumes), or that fell behind so (its client reads slowly),
  * catches up from the log in pages, written the same way, as fast as its client reads them. A
- * stream whose client stops reading (its connection sends nothing between three heartbeats in a row
- * while bytes wait, or more than bufferBytes wait) is closed: its client resumes from the last event it
+ * stream whose client stops reading (its connection sends nothing for STALLED_INTERVALS heartbeat
+ * intervals while bytes wait, or more than bufferBytes wait) is closed: its client resumes from the last event it
  * got, and the server holds nothing for it.
  */
 export function createChangeStreams(
@@ -94,6 +105,8 @@ export function createChangeStreams(
   logger: Logger,
 ): ChangeStreams {
   const streams = new Set<Stream>();
+  /** Seats taken by streams not open yet (see reserve). */
+  let reserved = 0;
   /** The last seq the loop has read (undefined while no stream is open). */
   let head: number | undefined;
   let running = false;
@@ -123,9 +136,10 @@ export function createChangeStreams(
   };
   /**
    * A comment line to every stream, which keeps proxies from closing idle ones. A stream whose
-   * connection sent nothing across three heartbeats in a row while bytes wait for it has a client
-   * that stopped reading: it is closed (a slow client still reads, and its connection sends: each
-   * event is a write of its own, so even one large event at a time shows progress).
+   * connection sent nothing for STALLED_INTERVALS heartbeat intervals in a row while bytes wait for it
+   * has a client that stopped reading: it is closed. What "sent" can see is what the operating system
+   * took: its send buffer (up to a few MB) fills with what a slow client has not read yet, and takes
+   * more only once much of it has drained, so a slow reader shows progress in bursts.
    */
   const beat = () => {
     for (const stream of streams) {
@@ -134,7 +148,7 @@ export function createChangeStreams(
       const sent = socket ? socket.bytesWritten - socket.writableLength : 0;
       const stalled = stream.res.writableLength > 0 && sent === stream.sentAtBeat;
       stream.stalledBeats = stalled ? stream.stalledBeats + 1 : 0;
-      if (stream.stalledBeats >= 2) {
+      if (stream.stalledBeats >= STALLED_INTERVALS) {
         fellBehind(stream);
         continue;
       }
@@ -217,7 +231,15 @@ export function createChangeStreams(
   };
 
   return {
-    full: () => streams.size >= options.maxStreams,
+    reserve() {
+      if (streams.size + reserved >= options.maxStreams) return undefined;
+      reserved++;
+      let held = true;
+      return () => {
+        if (held) reserved--;
+        held = false;
+      };
+    },
     size: () => streams.size,
     open(res, position, newest, kinds) {
       const stream: Stream = { res, position, sentAtBeat: -1, stalledBeats: 0, ...(kinds && { kinds: new Set(kinds) }) };

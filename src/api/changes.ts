@@ -170,23 +170,28 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
   const stream = async (req: Request, res: Response, query: ChangesQuery) => {
     if (stopping())
       throw new ApiError('unavailable', 'The service is shutting down; reconnect shortly.', { headers: { 'Retry-After': '1' } });
-    if (streams.full()) {
+    const release = streams.reserve();
+    if (!release) {
       throw new ApiError('unavailable', `This process already serves ${config.changesMaxStreams} change streams; try again shortly.`, {
         headers: { 'Retry-After': '5' },
       });
     }
-    const resumeFrom = req.headers['last-event-id'];
-    const { floor, newest } = await log.bounds();
-    const position =
-      typeof resumeFrom === 'string' && resumeFrom.trim() !== '' ? seqOf(resumeFrom.trim(), 'Last-Event-ID') : (query.since ?? newest);
-    if (position < floor) throw gone(position, floor);
-    if (req.method === 'HEAD') {
-      res.writeHead(200, STREAM_HEADERS);
-      res.end();
-      return;
+    try {
+      const resumeFrom = req.headers['last-event-id'];
+      const { floor, newest } = await log.bounds();
+      const position =
+        typeof resumeFrom === 'string' && resumeFrom.trim() !== '' ? seqOf(resumeFrom.trim(), 'Last-Event-ID') : (query.since ?? newest);
+      if (position < floor) throw gone(position, floor);
+      if (req.method === 'HEAD') {
+        res.writeHead(200, STREAM_HEADERS);
+        res.end();
+        return;
+      }
+      leaveInFlight(res); // bounded by CHANGES_MAX_STREAMS instead: a stream never ends on its own
+      streams.open(res, position, newest, query.kinds);
+    } finally {
+      release();
     }
-    leaveInFlight(res); // bounded by CHANGES_MAX_STREAMS instead: a stream never ends on its own
-    streams.open(res, position, newest, query.kinds);
   };
 
   const feed = (req: Request, res: Response) => {
