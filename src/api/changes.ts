@@ -203,6 +203,8 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
         headers: { 'WWW-Authenticate': 'Bearer realm="restable", error="invalid_token"' },
       });
     }
+    // Every answer from here on depends on Accept (a page or a stream, and their refusals).
+    res.setHeader('Vary', 'Accept');
     if (!wantsStream(req)) return page(res, query);
     // A stream has no pages: a limit would be ignored, so it is refused.
     if (query.limit !== undefined) throw invalid('limit', 'applies to JSON pages only; an event stream sends every change');
