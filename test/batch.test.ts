@@ -10,6 +10,8 @@ import { created, userSample } from './fixtures.js';
 import type { Reply, Service } from './helpers.js';
 import { startService } from './helpers.js';
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
 type Row = Record<string, any>;
 
 interface Operation {
@@ -910,6 +912,31 @@ concurrent(
     for (const reply of await Promise.all(batches)) resultsOf(reply, 2);
     for (const reply of await Promise.all(orders)) assert.is(reply.status, 201, reply.text);
     assert.is(await total(service, `/orders?userId=${user}`), 100);
+  },
+);
+
+concurrent(
+  'batches patching pets then their owner while the owner is deleted (its pets set to no owner): no deadlock, no refusal',
+  async ({ service }) => {
+    // The delete locks the user, then (ON DELETE SET NULL) its pets; the batch locks the pets, then the user.
+    for (let round = 0; round < 12; round++) {
+      const user = await created(service, '/users', newUser(`Owner ${round}`));
+      const pets = [
+        await created(service, '/pets', { name: 'One', species: 'cat', ownerId: user }),
+        await created(service, '/pets', { name: 'Two', species: 'dog', ownerId: user }),
+      ];
+      const patches = batch(service, [
+        { method: 'PATCH', path: `/pets/${pets[1]}`, body: { name: 'Two b' } },
+        { method: 'PATCH', path: `/pets/${pets[0]}`, body: { name: 'One b' } },
+        { method: 'PATCH', path: `/users/${user}`, body: { name: 'Owner b' } },
+      ]);
+      const removal = sleep(round % 4).then(() => service.request('DELETE', `/users/${user}`));
+      const [done, removed] = await Promise.all([patches, removal]);
+      // Either order is fine: the batch first (all three patched), or the delete first (the user is gone: a 404).
+      if (done.status === 200) resultsOf(done, 3);
+      else assertFailedAt(done, 2, await alone(service, 'PATCH', `/users/${user}`, { body: { name: 'Owner b' } }));
+      assert.is(removed.status, 204, removed.text);
+    }
   },
 );
 

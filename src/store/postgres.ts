@@ -149,6 +149,7 @@ function keyStatements(db: NodePgDatabase, internal: Record<string, PgTable>) {
   const c = (key: string) => t[key] as PgColumn;
   return {
     lock: { text: 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', name: 'restable_key_lock' },
+    share: { text: 'SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))', name: 'restable_key_share' },
     find: named(
       db
         .select({ fingerprint: c('fingerprint'), status: c('status'), headers: c('headers'), body: c('body') })
@@ -412,6 +413,16 @@ function createKindStore(
         throw await refusal(action, error);
       }
     };
+    /**
+     * A single write that locks several rows (a bulk create, a delete whose foreign keys cascade or set
+     * null) holds the batch lock shared: it waits for a batch in progress and a batch for it, where
+     * their row locks, taken in different orders, could deadlock (PostgreSQL would find it only after a
+     * second). Inside a batch, the batch's own lock covers it.
+     */
+    const besideBatches = async (client: pg.PoolClient) => {
+      if (!inBatch) await client.query({ ...keys.share, values: [BATCH_LOCK] });
+    };
+    const cascades = resource.referencedBy.some((r) => ['cascade', 'set null', 'set default'].includes(r.onDelete));
     /** Runs a write statement of `row`, which is remembered when PostgreSQL refuses one of its foreign keys. */
     const writeOf = async <T>(row: Row, statement: Promise<T>): Promise<T> => {
       try {
@@ -574,6 +585,7 @@ function createKindStore(
         return write('write', async (client) => {
           const replay = await replayOf(client, keys, once, now);
           if (replay) return replay;
+          if (bulk) await besideBatches(client);
           const created = bulk ? await insertMany(client, input) : [await insert(client, input)];
           const response = respond(bulk ? created : (created[0] as Row));
           await remember(client, keys, once, response, now);
@@ -600,6 +612,7 @@ function createKindStore(
         }),
       remove: (id, check) =>
         write('remove', async (client) => {
+          if (cascades) await besideBatches(client);
           check(await current(client, id, lockForDelete));
           await rowsOf(client, deleteById, idParams(id));
         }),
