@@ -4,15 +4,11 @@ import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { ChangeEntry, ChangeLog } from '../store/changes.js';
 
-/** Every answer of GET /_changes depends on Accept (JSON, an event stream, or 406): caches must key on it (RFC 9110 §12.5.5). */
-export const VARY_ACCEPT = { Vary: 'Accept' } as const;
-
 /** The headers of an event stream, the same on GET and HEAD. */
 export const STREAM_HEADERS = {
   'Content-Type': 'text/event-stream; charset=utf-8',
   'Cache-Control': 'no-store',
   'X-Accel-Buffering': 'no', // nginx: pass events on as they come
-  ...VARY_ACCEPT,
 } as const;
 
 /** A change as clients see it (API.md §8). */

@@ -12,7 +12,7 @@ import { READ_METHODS, type Resource } from '../resources.js';
 import type { ChangeEntry, ChangeLog } from '../store/changes.js';
 import type { Store } from '../store/store.js';
 import type { Tickets } from '../tickets.js';
-import { type Change, type ChangeStreams, createChangeStreams, STREAM_HEADERS, VARY_ACCEPT } from './change-stream.js';
+import { type Change, type ChangeStreams, createChangeStreams, STREAM_HEADERS } from './change-stream.js';
 import type { Endpoint, Request, Response } from './compile.js';
 
 export const CHANGES_PATH = '/_changes';
@@ -85,9 +85,7 @@ function wantsStream(req: Request): boolean {
     `${EVENT_STREAM}; ${CHARSET}`,
   ]);
   if (type === undefined)
-    throw new ApiError('notAcceptable', `/_changes answers application/json or ${EVENT_STREAM}; Accept rules out both.`, {
-      headers: VARY_ACCEPT,
-    });
+    throw new ApiError('notAcceptable', `/_changes answers application/json or ${EVENT_STREAM}; Accept rules out both.`);
   return type.startsWith(EVENT_STREAM);
 }
 
@@ -158,7 +156,7 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
     const { floor } = await log.bounds();
     if (since < floor) throw gone(since, floor);
     const shown = entries.slice(0, limit);
-    const headers: Record<string, string> = { ...VARY_ACCEPT };
+    const headers: Record<string, string> = {};
     const last = shown.at(-1);
     if (entries.length > limit && last) {
       const kindsPart = query.kinds ? `&kinds=${query.kinds.map(encodeURIComponent).join(',')}` : '';
@@ -203,8 +201,10 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
         headers: { 'WWW-Authenticate': 'Bearer realm="restable", error="invalid_token"' },
       });
     }
-    // Every answer from here on depends on Accept (a page or a stream, and their refusals).
-    res.setHeader('Vary', 'Accept');
+    // Every answer from here on depends on Accept (a page, a stream, a 406, and their refusals): caches must
+    // key on it (RFC 9110 §12.5.5). A Vary set before (CORS: Origin) is kept.
+    const held = res.getHeader('vary');
+    res.setHeader('Vary', held === undefined ? 'Accept' : `${held}, Accept`);
     if (!wantsStream(req)) return page(res, query);
     // A stream has no pages: a limit would be ignored, so it is refused.
     if (query.limit !== undefined) throw invalid('limit', 'applies to JSON pages only; an event stream sends every change');
