@@ -103,7 +103,7 @@ export async function readJson(
     if (beyondLimit()) throw readButTooLarge(limit, arrayLimit);
     throw new ApiError('badRequest', 'The request body is empty; a JSON document is required.');
   }
-  checkJsonText(text, levels, !envelope);
+  checkJsonText(text, levels);
   let document: unknown;
   try {
     document = JSON.parse(text);

@@ -29,8 +29,9 @@ function refuse(log: RefusalLog, socket: Duplex, refusal: Refusal, givenId?: unk
     return;
   }
   waiting.delete(socket);
-  // A request cut off or malformed while its answer is already being written: only closing is left.
-  if (!socket.writable || current?.headersSent) return void socket.destroy();
+  // A request cut off or malformed while its answer is already being written: only closing is left. (An
+  // answer written whole, to a request before this one on the connection, is no such answer.)
+  if (!socket.writable || (current?.headersSent && !current.writableFinished)) return void socket.destroy();
   const [status, title, detail, headerLines = ''] = refusal;
   const requestId = requestIdOf(givenId);
   const body = JSON.stringify({ type: 'about:blank', title, status, detail, instance: '' });
@@ -66,9 +67,12 @@ const OTHER_VERSION = /^[^ \r\n]+ [^ \r\n]+ HTTP\/\d\.\d\r\n/;
  * request line is well-formed and names another version (HTTP/3.0); a malformed line (a bare LF, a trailing
  * space, HTTP/1.10) is a 400.
  */
-function refusalOf(error: NodeJS.ErrnoException & { rawPacket?: Buffer }): Refusal {
+function refusalOf(error: NodeJS.ErrnoException & { rawPacket?: Buffer; bytesParsed?: number }): Refusal {
   if (error.code === 'HPE_INVALID_VERSION') {
-    return OTHER_VERSION.test(error.rawPacket?.toString('latin1') ?? '') ? (PARSE_FAILURES.HPE_PAUSED_H2_UPGRADE as Refusal) : UNREADABLE;
+    // The packet may hold requests before the failing one (pipelined): its line is the one the parser stopped in.
+    const packet = error.rawPacket?.toString('latin1') ?? '';
+    const line = packet.slice(packet.lastIndexOf('\n', (error.bytesParsed ?? 0) - 1) + 1);
+    return OTHER_VERSION.test(line) ? (PARSE_FAILURES.HPE_PAUSED_H2_UPGRADE as Refusal) : UNREADABLE;
   }
   return PARSE_FAILURES[error.code ?? ''] ?? UNREADABLE;
 }

@@ -74,8 +74,7 @@ const tooDeep = (levels = MAX_JSON_DEPTH) =>
   new ApiError('badRequest', `The request body nests arrays and objects deeper than ${levels} levels.`);
 
 /** The 400 for an object of more than MAX_OBJECT_MEMBERS members. */
-export const tooManyMembers = () =>
-  new ApiError('badRequest', `An object in the request body has more than ${MAX_OBJECT_MEMBERS} members.`);
+const tooManyMembers = () => new ApiError('badRequest', `An object in the request body has more than ${MAX_OBJECT_MEMBERS} members.`);
 
 /**
  * The most members a JSON object in a body may have: SQLite's default column limit (2,000), so no
@@ -85,13 +84,12 @@ export const MAX_OBJECT_MEMBERS = 2000;
 
 /**
  * Refuses JSON text that nests deeper than `levels` (MAX_JSON_DEPTH), or holds an object of more than
- * MAX_OBJECT_MEMBERS members (unless `members` is false: a batch's envelope, whose operations' bodies
- * checkJsonDocument counts one by one), before it is parsed: one pass over the characters (strings and their
+ * MAX_OBJECT_MEMBERS members, before it is parsed: one pass over the characters (strings and their
  * escapes skipped), so a megabyte of `[` or of unknown keys costs a millisecond or two instead of
  * JSON.parse building it all. Malformed text is left for JSON.parse to refuse.
  * @throws 400 past either limit
  */
-export function checkJsonText(text: string, levels = MAX_JSON_DEPTH, members = true): void {
+export function checkJsonText(text: string, levels = MAX_JSON_DEPTH): void {
   let depth = 0;
   // Per open container: whether it is an object, and how many commas it holds so far.
   const objects = new Uint8Array(levels + 1);
@@ -107,7 +105,7 @@ export function checkJsonText(text: string, levels = MAX_JSON_DEPTH, members = t
       commas[depth] = 0;
     } else if (c === 0x5d || c === 0x7d) {
       depth--;
-    } else if (members && c === 0x2c && depth > 0 && objects[depth] === 1 && ++(commas[depth] as number) >= MAX_OBJECT_MEMBERS) {
+    } else if (c === 0x2c && depth > 0 && objects[depth] === 1 && ++(commas[depth] as number) >= MAX_OBJECT_MEMBERS) {
       throw tooManyMembers();
     }
   }
@@ -129,8 +127,6 @@ export function checkJsonDocument(document: unknown, levels = MAX_JSON_DEPTH): v
   const enter = (value: object, place: Place | undefined) => {
     if (frames.length >= levels) throw tooDeep(levels);
     const keys = Array.isArray(value) ? undefined : Object.keys(value);
-    // Text already passed checkJsonText; a batch operation's body, parsed with its envelope, is counted here.
-    if (keys && keys.length > MAX_OBJECT_MEMBERS) throw tooManyMembers();
     frames.push({ value, keys, next: 0, place });
   };
   // A bulk array is refused as its first refused element alone would be, prefixed by its index.

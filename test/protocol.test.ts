@@ -204,6 +204,22 @@ protocol('OPTIONS * lists every method the service defines; other methods with *
   assert.match(get.head, /application\/problem\+json/);
 });
 
+protocol('the version refused is the failing request line’s, also behind a pipelined request', async ({ service }) => {
+  const answers = (data: string) =>
+    new Promise<string[]>((resolve) => {
+      const socket = connect(portOf(service.url), '127.0.0.1', () => socket.write(data));
+      let received = '';
+      socket.on('data', (chunk) => {
+        received += chunk;
+      });
+      socket.on('error', () => {});
+      socket.on('close', () => resolve([...received.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1] as string)));
+    });
+  const first = 'GET /users?limit=1 HTTP/1.1\r\nHost: x\r\n\r\n';
+  assert.equal(await answers(`${first}GET /users HTTP/1.10\r\nHost: x\r\n\r\n`), ['200', '400']);
+  assert.equal(await answers(`${first}GET /users HTTP/3.0\r\nHost: x\r\n\r\n`), ['200', '505']);
+});
+
 protocol('a malformed request line is a 400, not a 505: a bare LF, a trailing space, a version of two digits', async ({ service }) => {
   for (const line of [
     'GET /users HTTP/1.1\nHost: x\n\n',

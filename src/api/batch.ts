@@ -8,7 +8,7 @@ import { fingerprintOf, parseIdempotencyKey } from '../idempotency.js';
 import { type ParsedUrl, parseRequestUrl } from '../query-string.js';
 import type { Id, Method } from '../resources.js';
 import { type MaybePromise, type Store, type Transaction, then } from '../store/store.js';
-import { LONE_SURROGATE, MAX_JSON_DEPTH, MAX_OBJECT_MEMBERS, tooManyMembers } from '../validation.js';
+import { LONE_SURROGATE, MAX_JSON_DEPTH } from '../validation.js';
 import { bulkBodyLimit, type CompiledEndpoint, type Endpoint, type Request, type Response } from './compile.js';
 import type { Match } from './routes.js';
 
@@ -159,12 +159,6 @@ function parseEnvelope(document: unknown, routes: (path: string) => Match<Compil
     fail('', 'must be an object with an "operations" array');
     throw refuse();
   }
-  // The envelope's text was not held to MAX_OBJECT_MEMBERS (an operation's body is, as the operation's
-  // refusal); its own objects are, before anything lists their members.
-  const members = (value: unknown) => {
-    if (value !== null && typeof value === 'object' && Object.keys(value).length > MAX_OBJECT_MEMBERS) throw tooManyMembers();
-  };
-  members(document);
   for (const key of Object.keys(document)) if (key !== 'operations') fail(key, 'is not a member of a batch');
   const list = (document as { operations?: unknown }).operations;
   if (!Array.isArray(list)) fail('operations', 'must be an array of operations');
@@ -180,8 +174,6 @@ function parseEnvelope(document: unknown, routes: (path: string) => Match<Compil
       return { method: 'GET', path: '', headers: {} };
     }
     const op = raw as Record<string, unknown>;
-    members(op);
-    members(op.headers);
     for (const key of Object.keys(op)) if (!MEMBERS.has(key)) fail(`${at}/${key}`, 'is not a member of an operation');
     const method = op.method as Method;
     if (!(BATCH_METHODS as readonly unknown[]).includes(method)) fail(`${at}/method`, `must be one of ${BATCH_METHODS.join(', ')}`);

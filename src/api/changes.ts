@@ -89,6 +89,10 @@ function wantsStream(req: Request): boolean {
   return type.startsWith(EVENT_STREAM);
 }
 
+/** The 503 of a stream asked for once the service is stopping. */
+const shuttingDown = () =>
+  new ApiError('unavailable', 'The service is shutting down; reconnect shortly.', { headers: { 'Retry-After': '1' } });
+
 const gone = (since: number, floor: number) =>
   new ApiError(
     'gone',
@@ -166,8 +170,7 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
   };
 
   const stream = async (req: Request, res: Response, query: ChangesQuery) => {
-    if (stopping())
-      throw new ApiError('unavailable', 'The service is shutting down; reconnect shortly.', { headers: { 'Retry-After': '1' } });
+    if (stopping()) throw shuttingDown();
     const release = streams.reserve();
     if (!release) {
       throw new ApiError('unavailable', `This process already serves ${config.changesMaxStreams} change streams; try again shortly.`, {
@@ -177,6 +180,8 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
     try {
       const resumeFrom = req.headers['last-event-id'];
       const { floor, newest } = await log.bounds();
+      // A stop that began meanwhile has closed the streams already: this one would outlive it.
+      if (stopping()) throw shuttingDown();
       const position =
         typeof resumeFrom === 'string' && resumeFrom.trim() !== '' ? seqOf(resumeFrom.trim(), 'Last-Event-ID') : (query.since ?? newest);
       if (position < floor) throw gone(position, floor);

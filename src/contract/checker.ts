@@ -108,7 +108,8 @@ function parseEvents(text: string): { events: ServerEvent[]; rest: string } {
 
 /**
  * The fields of `element` that make up its key, in key order, read off the Location that names it: the
- * last segment's values (joined by `,`, each percent-encoded: API.md §1) matched with the element's own.
+ * last segment's values (joined by `,`, each percent-encoded: API.md §1) matched with the element's own;
+ * undefined when a value matches no field or several (`{count: 7, id: 7}`): a guess could name another element.
  */
 function keyFieldsOf(element: unknown, location: string): string[] | undefined {
   if (typeof element !== 'object' || element === null) return undefined;
@@ -121,9 +122,9 @@ function keyFieldsOf(element: unknown, location: string): string[] | undefined {
   });
   const fields: string[] = [];
   for (const value of values) {
-    const field = Object.keys(element).find((k) => !fields.includes(k) && String((element as Record<string, unknown>)[k]) === value);
-    if (value === undefined || field === undefined) return undefined;
-    fields.push(field);
+    const matching = Object.keys(element).filter((k) => !fields.includes(k) && String((element as Record<string, unknown>)[k]) === value);
+    if (value === undefined || matching.length !== 1) return undefined;
+    fields.push(matching[0] as string);
   }
   return fields;
 }

@@ -414,15 +414,16 @@ function createKindStore(
       }
     };
     /**
-     * A single write that locks several rows (a bulk create, a delete whose foreign keys cascade or set
-     * null) holds the batch lock shared: it waits for a batch in progress and a batch for it, where
-     * their row locks, taken in different orders, could deadlock (PostgreSQL would find it only after a
-     * second). Inside a batch, the batch's own lock covers it.
+     * A single write that locks several rows (a bulk create; a delete of a kind others reference, whose
+     * foreign keys lock the referencing rows to act on them or check them) holds the batch lock shared:
+     * it waits for a batch in progress and a batch for it, where their row locks, taken in different
+     * orders, could deadlock (PostgreSQL would find it only after a second). Taken first, before any
+     * other lock (an Idempotency-Key's), as a batch takes its own. Inside a batch, the batch's lock covers it.
      */
     const besideBatches = async (client: pg.PoolClient) => {
       if (!inBatch) await client.query({ ...keys.share, values: [BATCH_LOCK] });
     };
-    const cascades = resource.referencedBy.some((r) => ['cascade', 'set null', 'set default'].includes(r.onDelete));
+    const referenced = resource.referencedBy.length > 0;
     /** Runs a write statement of `row`, which is remembered when PostgreSQL refuses one of its foreign keys. */
     const writeOf = async <T>(row: Row, statement: Promise<T>): Promise<T> => {
       try {
@@ -583,9 +584,9 @@ function createKindStore(
           }
         }
         return write('write', async (client) => {
+          if (bulk) await besideBatches(client);
           const replay = await replayOf(client, keys, once, now);
           if (replay) return replay;
-          if (bulk) await besideBatches(client);
           const created = bulk ? await insertMany(client, input) : [await insert(client, input)];
           const response = respond(bulk ? created : (created[0] as Row));
           await remember(client, keys, once, response, now);
@@ -612,7 +613,7 @@ function createKindStore(
         }),
       remove: (id, check) =>
         write('remove', async (client) => {
-          if (cascades) await besideBatches(client);
+          if (referenced) await besideBatches(client);
           check(await current(client, id, lockForDelete));
           await rowsOf(client, deleteById, idParams(id));
         }),
