@@ -78,6 +78,17 @@ export interface CompositeReference {
   targets: Field[];
 }
 
+/**
+ * Every foreign key of a kind to a served kind, each as its fields and the parent's fields they name (a
+ * single-column one as a list of one): what a refused write is checked against to name its fields.
+ */
+export function foreignKeysOf(resource: Resource): CompositeReference[] {
+  return [
+    ...resource.references.map(({ field, parent, target }) => ({ fields: [field], parent, targets: [target] })),
+    ...resource.compositeReferences,
+  ];
+}
+
 export interface Resource {
   /** The SQL table (or view) name, which is also the collection's path segment (percent-encoded). */
   name: string;

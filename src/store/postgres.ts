@@ -13,7 +13,7 @@ import { onFirstUse } from '../first-use.js';
 import type { JsonResponse } from '../http.js';
 import { KEY_TTL_MS, reusedKey } from '../idempotency.js';
 import { LIMIT, type ListQuery } from '../query.js';
-import type { Field, Id, Resource } from '../resources.js';
+import { type Field, foreignKeysOf, type Id, type Resource } from '../resources.js';
 import type { Row } from '../validation.js';
 import { pgChangeLog } from './changes.js';
 import { withConnection } from './pg-connection.js';
@@ -319,10 +319,7 @@ function createKindStore(
    * itself is not asked: a parent created earlier in the same refused bulk is gone by the time it is asked.
    */
   const parentChecks = onFirstUse(() =>
-    [
-      ...resource.references.map(({ field, parent, target }) => ({ fields: [field], parent, targets: [target] })),
-      ...resource.compositeReferences,
-    ].map(({ fields, parent, targets }) => {
+    foreignKeysOf(resource).map(({ fields, parent, targets }) => {
       const columns = fields.map((field) => columnOf(resource.fields.find((f) => f.key === field) as Field));
       const matches = targets.map((target, i) => sql`${sql.identifier(target.column.name)} = ${sql.placeholder(`v${i}`)}`);
       const query = new PgDialect().sqlToQuery(sql`select 1 from ${sql.identifier(parent.name)} where ${sql.join(matches, sql` and `)}`);

@@ -10,7 +10,7 @@ import { fts5Query, searchIndexName } from '../db/search.js';
 import { ApiError, atElement } from '../errors.js';
 import { onFirstUse } from '../first-use.js';
 import { KEY_TTL_MS, reusedKey } from '../idempotency.js';
-import type { Field, Id, KeyValue, Resource } from '../resources.js';
+import { type Field, foreignKeysOf, type Id, type KeyValue, type Resource } from '../resources.js';
 import type { Row } from '../validation.js';
 import { sqliteChangeLog } from './changes.js';
 import { createGroupCommit, type GroupCommit } from './group-commit.js';
@@ -348,10 +348,7 @@ function createKindStore(
    * prepared on first use (only the 422 after a foreign-key failure reads them).
    */
   const parentStatements = onFirstUse(() =>
-    [
-      ...resource.references.map(({ field, parent, target }) => ({ fields: [field], parent, targets: [target] })),
-      ...resource.compositeReferences,
-    ].map((reference) => ({
+    foreignKeysOf(resource).map((reference) => ({
       ...reference,
       statement: prepare(
         sqlite,

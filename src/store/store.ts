@@ -3,7 +3,7 @@
 import { ApiError, echo } from '../errors.js';
 import type { JsonResponse } from '../http.js';
 import type { ListQuery } from '../query.js';
-import type { Id, Resource } from '../resources.js';
+import { foreignKeysOf, type Id, type Resource } from '../resources.js';
 import type { Row } from '../validation.js';
 import type { ChangeLog } from './changes.js';
 
@@ -117,9 +117,7 @@ export interface Dangling {
 /** The foreign key of `resource` whose fields are exactly `fields` (in its order), as a Dangling. */
 export function danglingOf(resource: Resource, fields: string[]): Dangling {
   const same = (others: string[]) => others.length === fields.length && others.every((f, i) => f === fields[i]);
-  const parent =
-    resource.references.find((r) => same([r.field]))?.parent ?? resource.compositeReferences.find((r) => same(r.fields))?.parent;
-  return { fields, parent };
+  return { fields, parent: foreignKeysOf(resource).find((r) => same(r.fields))?.parent };
 }
 
 /**
