@@ -16,6 +16,7 @@ import { createLogger } from './logger.js';
 import { createRegistry, type Registry, RegistryError } from './resources.js';
 import { createHttpServer } from './server.js';
 import { loadPostgresStore } from './store/backend.js';
+import { installPgOn, installSqlite } from './store/changes.js';
 
 /** The port is taken or the host cannot be bound; one line for the user. */
 class ListenError extends Error {
@@ -35,11 +36,11 @@ async function close(database: Database): Promise<string | undefined> {
 }
 
 /** Connects to PostgreSQL and applies its pending migrations (one instance at a time: an advisory lock). */
-async function migratePostgres(url: string, config: Config, logger: Logger): Promise<PostgresHandle> {
+async function migratePostgres(url: string, config: Config, logger: Logger, registry: Registry): Promise<PostgresHandle> {
   const database = openPostgres(url, postgresOptions(config));
   try {
     await loadPostgresStore();
-    const { applied } = await applyPgMigrations(database);
+    const { applied } = await applyPgMigrations(database, undefined, (client) => installPgOn(client, registry.resources));
     logger.info({ database: database.url, applied }, applied.length ? `applied ${applied.length} migration(s)` : 'database is up to date');
     return database;
   } catch (error) {
@@ -49,12 +50,17 @@ async function migratePostgres(url: string, config: Config, logger: Logger): Pro
   }
 }
 
-/** Opens the database and applies pending migrations, logging what was applied. */
-async function migrate(config: Config, logger: Logger): Promise<Database> {
-  if (config.databaseUrl) return migratePostgres(config.databaseUrl, config, logger);
+/**
+ * Opens the database and applies pending migrations, logging what was applied; the change feed's
+ * triggers are made in the migrations' transaction (on the tables they made, too).
+ */
+async function migrate(config: Config, logger: Logger, registry: Registry): Promise<Database> {
+  if (config.databaseUrl) return migratePostgres(config.databaseUrl, config, logger, registry);
   const database = openDatabase(config.databasePath, config.databaseSynchronous);
   try {
-    const { applied, backup } = await applyMigrations(database);
+    const { applied, backup } = await applyMigrations(database, undefined, undefined, (sqlite) =>
+      installSqlite(sqlite, registry.resources),
+    );
     logger.info(
       { database: config.databasePath, applied, backup },
       applied.length ? `applied ${applied.length} migration(s)` : 'database is up to date',
@@ -81,7 +87,7 @@ async function checkBeforeMigrating(config: Config): Promise<Registry> {
 /** Serves HTTP in this process until told to stop (a signal, or the cluster primary). */
 async function serve(config: Config, logger: Logger): Promise<void> {
   const registry = await checkBeforeMigrating(config);
-  const database = await migrate(config, logger);
+  const database = await migrate(config, logger, registry);
   let app: ReturnType<typeof createApp>;
   try {
     app = createApp({ database, config, logger, schema, registry });
@@ -163,8 +169,8 @@ const REFORK_DELAY_MS = 1000;
 
 /** The cluster primary: migrates once, forks the workers, replaces crashed ones, stops them all. */
 async function supervise(config: Config, logger: Logger): Promise<void> {
-  await checkBeforeMigrating(config);
-  await close(await migrate(config, logger));
+  const registry = await checkBeforeMigrating(config);
+  await close(await migrate(config, logger, registry));
   if (config.rateLimit) startRateLimitPrimary();
   let stopping = false;
   /** Whether a worker has served: until one has, a worker that dies means start-up itself fails. */

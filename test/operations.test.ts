@@ -5,10 +5,13 @@ import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'no
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { closeDatabase, openDatabase } from '../src/db/client.js';
 import { applyMigrations, MigrationError, migrationStatus } from '../src/db/migrate.js';
+import { createRegistry } from '../src/resources.js';
+import { installSqlite } from '../src/store/changes.js';
 import { userSample } from './fixtures.js';
 import {
   inspect,
@@ -22,6 +25,7 @@ import {
   tempDir,
   withTempDir,
 } from './helpers.js';
+import * as petShop from './pet-shop/schema.js';
 
 /** A copy of the pet shop's migrations folder, cut to the first `keep` entries of its journal. */
 function migrationsCopy(dir: string, keep?: number): string {
@@ -98,6 +102,43 @@ migrations('a failing migration applies nothing and leaves the database as it wa
     assert.equal(migrationStatus(database, folder).pending, [TAGS[1], '0002_broken']);
     closeDatabase(database);
   });
+});
+
+migrations('a table a migration makes while the service runs is in the change feed from its first write', async () => {
+  // The README's flow: the schema gains a kind, the service (already on the new code) answers 503 for it,
+  // then `npm run migrate` makes its table; the feed's triggers come in the migration's own transaction.
+  const labels = sqliteTable('labels', { id: integer('id').primaryKey(), name: text('name').notNull() });
+  const schema = { ...petShop, labels };
+  const service = await startService({ schema });
+  try {
+    assert.is((await service.request('POST', '/labels', { body: { name: 'Early' } })).status, 503);
+    await withTempDir(async (dir) => {
+      const folder = migrationsCopy(dir);
+      const journal = JSON.parse(readFileSync(join(folder, 'meta/_journal.json'), 'utf8'));
+      const last = journal.entries.at(-1);
+      journal.entries.push({ ...last, idx: last.idx + 1, when: last.when + 1, tag: '0004_labels' });
+      writeFileSync(join(folder, 'meta/_journal.json'), JSON.stringify(journal));
+      writeFileSync(join(folder, '0004_labels.sql'), 'CREATE TABLE `labels` (`id` integer PRIMARY KEY NOT NULL, `name` text NOT NULL);');
+      const other = openDatabase(service.config.databasePath);
+      try {
+        const { applied } = await applyMigrations(other, folder, join(dir, 'backup.db'), (sqlite) =>
+          installSqlite(sqlite, createRegistry(schema).resources),
+        );
+        assert.equal(applied, ['0004_labels']);
+      } finally {
+        closeDatabase(other);
+      }
+    });
+    const made = await service.request('POST', '/labels', { body: { name: 'First' } });
+    assert.is(made.status, 201, made.text);
+    const changes = await service.request('GET', '/_changes?kinds=labels');
+    assert.equal(
+      changes.body.map((c: { op: string; id: unknown }) => [c.op, c.id]),
+      [['create', made.body.id]],
+    );
+  } finally {
+    await service.close();
+  }
 });
 
 migrations('the service refuses to start, in one line, on a database from a newer version', async () => {

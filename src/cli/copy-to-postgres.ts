@@ -16,7 +16,7 @@ import { closePostgres, openPostgres, POSTGRES_DEFAULTS, redactUrl } from '../db
 import { ident } from '../db/quote.js';
 import * as userSchema from '../db/schema.js';
 import { createRegistry } from '../resources.js';
-import { continueFeedInPg } from '../store/changes.js';
+import { continueFeedInPg, installPgOn } from '../store/changes.js';
 import { CopyError, parentsFirst, type Row, treeOrder } from './copy-order.js';
 
 /** Rows per INSERT: far below PostgreSQL's 65,535 bound parameters per statement, whatever the width. */
@@ -137,7 +137,7 @@ async function copyToPostgres(from: string, to: string, log: (line: string) => v
   try {
     let client: pg.PoolClient;
     try {
-      const { applied } = await applyPgMigrations(handle);
+      const { applied } = await applyPgMigrations(handle, undefined, (client) => installPgOn(client, createRegistry(userSchema).resources));
       log(applied.length ? `${target}: applied ${applied.length} migration(s)` : `${target}: migrations up to date`);
       client = await handle.pool.connect();
     } catch (error) {

@@ -10,6 +10,15 @@ import { closeDatabase, DatabaseOpenError, openDatabase } from '../db/client.js'
 import { applyMigrations, MigrationError, type MigrationStatus, migrationStatus } from '../db/migrate.js';
 import { applyPgMigrations, pgMigrationStatus } from '../db/pg-migrate.js';
 import { closePostgres, openPostgres } from '../db/postgres.js';
+import * as schema from '../db/schema.js';
+import { createRegistry } from '../resources.js';
+import { installPgOn, installSqlite } from '../store/changes.js';
+
+/**
+ * The schema's kinds: the change feed's triggers are made in the migrations' transaction, so that a
+ * service already running records every write to a table a migration made, from its first.
+ */
+const resources = () => createRegistry(schema).resources;
 
 const list = (tags: string[]) => tags.map((t) => `  ${t}`).join('\n');
 
@@ -44,7 +53,7 @@ async function migrateSqlite(config: Config, status: boolean): Promise<void> {
     if (status) return sqliteStatus(config.databasePath);
     const database = openDatabase(config.databasePath, config.databaseSynchronous);
     try {
-      const { applied, backup } = await applyMigrations(database);
+      const { applied, backup } = await applyMigrations(database, undefined, undefined, (sqlite) => installSqlite(sqlite, resources()));
       if (backup) console.log(`backed up ${config.databasePath} to ${backup}`);
       printApplied(config.databasePath, applied);
     } finally {
@@ -67,7 +76,7 @@ async function migratePostgres(url: string, config: Config, status: boolean): Pr
   const database = openPostgres(url, postgresOptions(config));
   try {
     if (status) return printStatus(database.url, await pgMigrationStatus(database));
-    printApplied(database.url, (await applyPgMigrations(database)).applied);
+    printApplied(database.url, (await applyPgMigrations(database, undefined, (client) => installPgOn(client, resources()))).applied);
   } catch (error) {
     if (error instanceof MigrationError) throw error;
     // The server is unreachable, or refuses the login: one line, as for a bad configuration.

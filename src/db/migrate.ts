@@ -86,7 +86,7 @@ function hasData(sqlite: Database.Database): boolean {
  * Applies the pending migrations, all or none, inside one IMMEDIATE transaction that re-reads what
  * is applied under the write lock, so processes starting together migrate the file exactly once.
  */
-function applyPending(sqlite: Database.Database, folder: string): string[] {
+function applyPending(sqlite: Database.Database, folder: string, afterApplied?: (sqlite: Database.Database) => void): string[] {
   const files = readMigrationFiles({ migrationsFolder: folder });
   const tags = new Map(readJournal(folder).map((e) => [e.when, e.tag]));
   return sqlite
@@ -100,6 +100,7 @@ function applyPending(sqlite: Database.Database, folder: string): string[] {
         record.run(migration.hash, migration.folderMillis);
         applied.push(tags.get(migration.folderMillis) ?? String(migration.folderMillis));
       }
+      if (applied.length > 0) afterApplied?.(sqlite);
       return applied;
     })
     .immediate();
@@ -114,9 +115,16 @@ export interface MigrateResult {
 /**
  * Applies every pending migration. Refuses a database with migrations this code does not know;
  * backs up a database that holds data first; a failure leaves the database as it was.
+ * `afterApplied` runs in the same transaction once some were applied (the change feed's triggers on the
+ * tables they made: src/store/changes.ts), so that no write to a new table goes unrecorded.
  * @throws {MigrationError} with a one-line message
  */
-export async function applyMigrations(handle: DatabaseHandle, folder = MIGRATIONS_FOLDER, backupTo?: string): Promise<MigrateResult> {
+export async function applyMigrations(
+  handle: DatabaseHandle,
+  folder = MIGRATIONS_FOLDER,
+  backupTo?: string,
+  afterApplied?: (sqlite: Database.Database) => void,
+): Promise<MigrateResult> {
   const status = refuseUnknown(migrationStatus(handle, folder));
   if (status.pending.length === 0) return { applied: [] };
   const { sqlite } = handle;
@@ -124,7 +132,7 @@ export async function applyMigrations(handle: DatabaseHandle, folder = MIGRATION
     ? await backupDatabase(sqlite, backupTo ?? defaultBackupPath(sqlite.name, `before-${status.pending[0]}`))
     : undefined;
   try {
-    return { applied: applyPending(sqlite, folder), backup };
+    return { applied: applyPending(sqlite, folder, afterApplied), backup };
   } catch (error) {
     throw new MigrationError(
       `migration failed, nothing was applied: ${(error as Error).message}${backup ? ` (a backup from before is at ${backup})` : ''}`,

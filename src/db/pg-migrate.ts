@@ -30,7 +30,12 @@ export async function pgMigrationStatus({ pool }: PostgresHandle, folder = PG_MI
 }
 
 /** Runs the pending migrations and records each, in one transaction: all of them or none. */
-async function applyPending(client: pg.PoolClient, folder: string, last: number): Promise<string[]> {
+async function applyPending(
+  client: pg.PoolClient,
+  folder: string,
+  last: number,
+  afterApplied?: (client: pg.PoolClient) => Promise<void>,
+): Promise<string[]> {
   const tags = new Map(readJournal(folder).map((e) => [e.when, e.tag]));
   const applied: string[] = [];
   await client.query('BEGIN');
@@ -42,6 +47,7 @@ async function applyPending(client: pg.PoolClient, folder: string, last: number)
       await client.query(`INSERT INTO ${MIGRATIONS_TABLE} (hash, created_at) VALUES ($1, $2)`, [migration.hash, migration.folderMillis]);
       applied.push(tags.get(migration.folderMillis) ?? String(migration.folderMillis));
     }
+    if (applied.length > 0) await afterApplied?.(client);
     await client.query('COMMIT');
     return applied;
   } catch (error) {
@@ -54,10 +60,15 @@ async function applyPending(client: pg.PoolClient, folder: string, last: number)
  * Applies every pending migration. Instances starting together queue on an advisory lock and
  * re-read what is applied once they hold it, so each migration runs once. Refuses a database with
  * migrations this code does not know; a failure leaves the database as it was (PostgreSQL's DDL is
- * transactional). No backup is taken: pg_dump is PostgreSQL's tool for that.
+ * transactional). No backup is taken: pg_dump is PostgreSQL's tool for that. `afterApplied` runs in the
+ * migrations' transaction once some were applied, as applyMigrations's does.
  * @throws {MigrationError} with a one-line message
  */
-export async function applyPgMigrations(handle: PostgresHandle, folder = PG_MIGRATIONS_FOLDER): Promise<{ applied: string[] }> {
+export async function applyPgMigrations(
+  handle: PostgresHandle,
+  folder = PG_MIGRATIONS_FOLDER,
+  afterApplied?: (client: pg.PoolClient) => Promise<void>,
+): Promise<{ applied: string[] }> {
   const client = await handle.pool.connect();
   try {
     // Waiting for another instance's migration, or a long one, is not a request: no statement timeout.
@@ -68,7 +79,7 @@ export async function applyPgMigrations(handle: PostgresHandle, folder = PG_MIGR
       const status = refuseUnknown(statusOf(done, folder));
       if (status.pending.length === 0) return { applied: [] };
       try {
-        return { applied: await applyPending(client, folder, Math.max(Number.NEGATIVE_INFINITY, ...done)) };
+        return { applied: await applyPending(client, folder, Math.max(Number.NEGATIVE_INFINITY, ...done), afterApplied) };
       } catch (error) {
         throw new MigrationError(`migration failed, nothing was applied: ${(error as Error).message}`);
       }

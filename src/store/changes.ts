@@ -154,7 +154,7 @@ function sqliteTriggers(resource: Resource): Map<string, string> {
  * together on one file change nothing twice. Changes are numbered by rowid (no AUTOINCREMENT): the
  * newest change is never purged, so a number is never handed out twice.
  */
-function installSqlite(sqlite: Database.Database, resources: Resource[]): void {
+export function installSqlite(sqlite: Database.Database, resources: Resource[]): void {
   sqlite
     .transaction(() => {
       sqlite.exec(
@@ -299,45 +299,47 @@ export async function continueFeedInPg(client: pg.ClientBase, sqlite: Database.D
   return last.seq;
 }
 
-/** Makes the feed's tables, each kind's trigger function and its three statement triggers; drops those of kinds gone. */
+/** installPgOn in a transaction of its own. */
 function installPg(pool: pg.Pool, resources: Resource[]): Promise<void> {
-  return withConnection(
-    pool,
-    async (client) => {
-      await client.query(PG_LOCK);
-      await makePgTables(client);
-      // No index: every write inserts here and only the sequencer reads, all of it at once (an index
-      // was a fifth of what recording cost a write). Tables made by an earlier version lose theirs.
-      const { rows: indexed } = await client.query(`SELECT 1 FROM pg_constraint WHERE conname = $1 AND conrelid = $2::regclass`, [
-        `${PENDING}_pkey`,
-        PENDING,
-      ]);
-      if (indexed.length > 0) await client.query(`ALTER TABLE ${PENDING} DROP CONSTRAINT ${ident(`${PENDING}_pkey`)}`);
-      const { rows: tables } = await client.query(
-        "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'",
-      );
-      const present = new Set(tables.map((t) => t.name as string));
-      const kinds = recorded(resources).filter((r) => present.has(r.name));
-      const { rows: existing } = await client.query(
-        `SELECT t.tgname AS name, c.relname AS "table" FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-         WHERE NOT t.tgisinternal AND starts_with(t.tgname, $1) AND c.relnamespace = current_schema()::regnamespace`,
-        [PREFIX],
-      );
-      const wanted = new Set(kinds.flatMap((r) => OPS.map(({ op }) => `${PREFIX}${r.name}_${op}`)));
-      for (const { name, table } of existing) if (!wanted.has(name)) await client.query(`DROP TRIGGER ${ident(name)} ON ${ident(table)}`);
-      const have = new Set(existing.map((t) => t.name as string));
-      for (const resource of kinds) {
-        await client.query(pgFunction(resource));
-        for (const { op, event } of OPS) {
-          const name = `${PREFIX}${resource.name}_${op}`;
-          if (have.has(name)) continue;
-          const transition = event === 'DELETE' ? 'OLD TABLE AS restable_old' : 'NEW TABLE AS restable_new';
-          await client.query(
-            `CREATE TRIGGER ${ident(name)} AFTER ${event} ON ${ident(resource.name)} REFERENCING ${transition} FOR EACH STATEMENT EXECUTE FUNCTION ${ident(`${PREFIX}${resource.name}`)}()`,
-          );
-        }
-      }
-    },
-    true,
+  return withConnection(pool, (client) => installPgOn(client, resources), true);
+}
+
+/**
+ * Makes the feed's tables, each kind's trigger function and its three statement triggers; drops those of
+ * kinds gone. On `client`, in its transaction (a migration's, so that a table it makes is recorded from its first write).
+ */
+export async function installPgOn(client: pg.ClientBase, resources: Resource[]): Promise<void> {
+  await client.query(PG_LOCK);
+  await makePgTables(client);
+  // No index: every write inserts here and only the sequencer reads, all of it at once (an index
+  // was a fifth of what recording cost a write). Tables made by an earlier version lose theirs.
+  const { rows: indexed } = await client.query(`SELECT 1 FROM pg_constraint WHERE conname = $1 AND conrelid = $2::regclass`, [
+    `${PENDING}_pkey`,
+    PENDING,
+  ]);
+  if (indexed.length > 0) await client.query(`ALTER TABLE ${PENDING} DROP CONSTRAINT ${ident(`${PENDING}_pkey`)}`);
+  const { rows: tables } = await client.query(
+    "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'",
   );
+  const present = new Set(tables.map((t) => t.name as string));
+  const kinds = recorded(resources).filter((r) => present.has(r.name));
+  const { rows: existing } = await client.query(
+    `SELECT t.tgname AS name, c.relname AS "table" FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+         WHERE NOT t.tgisinternal AND starts_with(t.tgname, $1) AND c.relnamespace = current_schema()::regnamespace`,
+    [PREFIX],
+  );
+  const wanted = new Set(kinds.flatMap((r) => OPS.map(({ op }) => `${PREFIX}${r.name}_${op}`)));
+  for (const { name, table } of existing) if (!wanted.has(name)) await client.query(`DROP TRIGGER ${ident(name)} ON ${ident(table)}`);
+  const have = new Set(existing.map((t) => t.name as string));
+  for (const resource of kinds) {
+    await client.query(pgFunction(resource));
+    for (const { op, event } of OPS) {
+      const name = `${PREFIX}${resource.name}_${op}`;
+      if (have.has(name)) continue;
+      const transition = event === 'DELETE' ? 'OLD TABLE AS restable_old' : 'NEW TABLE AS restable_new';
+      await client.query(
+        `CREATE TRIGGER ${ident(name)} AFTER ${event} ON ${ident(resource.name)} REFERENCING ${transition} FOR EACH STATEMENT EXECUTE FUNCTION ${ident(`${PREFIX}${resource.name}`)}()`,
+      );
+    }
+  }
 }
