@@ -53,10 +53,21 @@ export function inConnectionOrder(serve: RequestListener): RequestListener {
     serve(req, res);
   };
   return (req, res) => {
-    if (res.socket === null) res.once('socket', () => start(req, res));
-    else start(req, res);
+    if (res.socket !== null) return start(req, res);
+    const socket = req.socket;
+    queued.set(socket, queuedOn(socket) + 1);
+    res.once('socket', () => {
+      queued.set(socket, queuedOn(socket) - 1);
+      start(req, res);
+    });
   };
 }
+
+/** Requests pipelined behind an answer in progress, not yet given the connection, per connection. */
+const queued = new WeakMap<Duplex, number>();
+
+/** How many requests on `socket` wait for the answer in progress before theirs (a refusal of what follows them waits too). */
+export const queuedOn = (socket: Duplex): number => queued.get(socket) ?? 0;
 
 /** The responses whose request asked to be told to send its body (`Expect: 100-continue`), by request. */
 const awaitingContinue = new WeakMap<IncomingMessage, ServerResponse>();

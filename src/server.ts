@@ -4,7 +4,7 @@ import { createServer, type IncomingMessage, type RequestListener, type Server, 
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
-import { continueWhenRead, inConnectionOrder, linger } from './connection.js';
+import { continueWhenRead, inConnectionOrder, linger, queuedOn } from './connection.js';
 import { IdentifiedResponse, requestIdOf, SECURITY_HEADER_LINES } from './guards.js';
 
 const KEEP_ALIVE_TIMEOUT_MS = 5000;
@@ -20,15 +20,22 @@ type RefusalLog = Pick<Logger, 'warn'> | undefined;
  */
 function refuse(log: RefusalLog, socket: Duplex, refusal: Refusal, givenId?: unknown): void {
   const current = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (current && !current.writableFinished && current.req?.complete) {
-    // Read whole and still being answered: the bytes refused came after it. Node reports every further
+  const answering = current && !current.writableFinished;
+  if ((answering && current.req?.complete) || queuedOn(socket) > 0) {
+    // Requests read whole before the bytes refused are answered first, in order (pipelining): the refusal
+    // waits for the answer in progress, then for each one queued behind it. Node reports every further
     // chunk as another error: one refusal waits, once.
     if (waiting.has(socket)) return;
     waiting.add(socket);
-    current.once('close', () => setImmediate(() => refuse(log, socket, refusal, givenId)));
+    const again = () =>
+      setImmediate(() => {
+        waiting.delete(socket);
+        refuse(log, socket, refusal, givenId);
+      });
+    if (answering) current.once('close', again);
+    else again();
     return;
   }
-  waiting.delete(socket);
   // A request cut off or malformed while its answer is already being written: only closing is left. (An
   // answer written whole, to a request before this one on the connection, is no such answer.)
   if (!socket.writable || (current?.headersSent && !current.writableFinished)) return void socket.destroy();

@@ -218,6 +218,10 @@ protocol('the version refused is the failing request line’s, also behind a pip
   const first = 'GET /users?limit=1 HTTP/1.1\r\nHost: x\r\n\r\n';
   assert.equal(await answers(`${first}GET /users HTTP/1.10\r\nHost: x\r\n\r\n`), ['200', '400']);
   assert.equal(await answers(`${first}GET /users HTTP/3.0\r\nHost: x\r\n\r\n`), ['200', '505']);
+  // Behind several: each is answered, in order, before the refusal (a DELETE's 204 among them).
+  const user = await service.request('POST', '/users', { body: { name: 'Piped', email: 'piped@example.com' } });
+  const remove = `DELETE ${user.headers.get('location')} HTTP/1.1\r\nHost: x\r\n\r\n`;
+  assert.equal(await answers(`${first}${remove}${first}GET /users HTTP/01.1\r\nHost: x\r\n\r\n`), ['200', '204', '200', '400']);
 });
 
 protocol('a malformed request line is a 400, not a 505: a bare LF, a trailing space, a version of two digits', async ({ service }) => {
