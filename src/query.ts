@@ -425,9 +425,16 @@ function parseCursor(
     if (value instanceof Digest && kindOf(field) === 'string' && position.rowid !== undefined) return value;
     if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') throw bad('cursor', FOREIGN_CURSOR);
     // The value is the last row's own (the cursor is sealed): one the API would not take from a client, but
-    // other software stored (2^53 + 1, or 1.5 or text in an INTEGER column), is compared as stored, except in
-    // an INTEGER PRIMARY KEY, which holds integers only.
-    if (typeof value === 'number' && Number.isInteger(value) && kindOf(field) === 'integer') return value;
+    // other software stored (1.5 or text in an INTEGER column), is compared as stored, except in an INTEGER
+    // PRIMARY KEY, which holds integers only. An integer beyond 2^53 was rounded when read: compared as it
+    // is, the next page could repeat this one for ever, so the list cannot be paged past it.
+    if (typeof value === 'number' && Number.isInteger(value) && kindOf(field) === 'integer') {
+      if (Number.isSafeInteger(value)) return value;
+      throw bad(
+        'cursor',
+        `continues after ${field.key} ${value}, beyond ±(2^53 − 1), which JSON numbers do not hold exactly: this order cannot be paged past it; filter such values out or sort by another field`,
+      );
+    }
     try {
       return toFieldValue(field, String(value), 'cursor');
     } catch (error) {
