@@ -40,6 +40,17 @@ Order('orders a tree parents first and keeps every row, a level at a time', () =
   }
 });
 
+Order('a row that names itself is its own parent: copied, and its children after it', () => {
+  const rows: Row[] = [
+    { id: 2, bossId: 1 },
+    { id: 1, bossId: 1 },
+  ];
+  assert.equal(
+    [...treeOrder(staff, rows)].map((row) => row.id),
+    [1, 2],
+  );
+});
+
 Order('refuses rows that point at a missing row or form a cycle, naming how many', () => {
   const missing = () => [
     ...treeOrder(staff, [

@@ -179,10 +179,23 @@ Copy('refuses a target that already holds rows, in one line, and changes nothing
       assert.is(await service.stop(), 0);
       // A service started once on the empty PostgreSQL database (as the README's steps may have it) made its
       // cursor key and the feed's triggers there: the copy still takes it, the file's key replacing that one.
+      // It may even have written and deleted an element: its tables are empty again, but its feed holds changes.
       const early = await spawnService({ DATABASE_URL: target.url });
+      const made = await request(early.url, 'POST', '/users', json({ name: 'Gone', email: 'gone@example.com' }));
+      assert.is((await request(early.url, 'DELETE', made.headers.get('location') as string)).status, 204);
+      assert.is((await request(early.url, 'GET', '/_changes?since=0')).body.length, 2, 'read: numbered into the feed');
       assert.is(await early.stop(), 0);
       const first = await runScript('cli/copy-to-postgres.js', {}, ['--from', file, '--to', target.url]);
       assert.is(first.code, 0, first.output);
+      // The feed is the file's (its newest change first): the changes made there before are gone.
+      const served = await spawnService({ DATABASE_URL: target.url });
+      const feed = await request(served.url, 'GET', '/_changes?since=0');
+      assert.is(await served.stop(), 0);
+      assert.is(feed.status, 200, feed.text);
+      assert.equal(
+        feed.body.map((change: { seq: number; op: string; element?: { name: string } }) => [change.seq, change.op, change.element?.name]),
+        [[1, 'create', 'A']],
+      );
       const second = await runScript('cli/copy-to-postgres.js', {}, ['--from', file, '--to', target.url]);
       assert.is(second.code, 1);
       const errors = second.output.split('\n').filter((line) => line.startsWith('copy-to-postgres:'));

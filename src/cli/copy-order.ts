@@ -52,7 +52,11 @@ export function treeOrder(table: SQLiteTable, rows: Iterable<Row>): Iterable<Row
   const ordered: Row[] = [];
   let waiting = [...rows];
   while (waiting.length > 0) {
-    const ready = (row: Row) => selfKeys.every(({ from }, i) => from.some((key) => row[key] == null) || inserted[i]?.has(id(row, from)));
+    // A row that names itself (a root that is its own manager) is its own parent: PostgreSQL checks it after its insert.
+    const ready = (row: Row) =>
+      selfKeys.every(
+        ({ from, to }, i) => from.some((key) => row[key] == null) || inserted[i]?.has(id(row, from)) || id(row, from) === id(row, to),
+      );
     // One level at a time: the rows ready now are decided before any of them counts as inserted.
     const next: Row[] = [];
     const later: Row[] = [];

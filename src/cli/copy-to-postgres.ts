@@ -167,7 +167,7 @@ async function copyToPostgres(from: string, to: string, log: (line: string) => v
       if (error instanceof CopyError) throw error;
       // PostgreSQL's own words (a failed batch's message is its whole query and parameters): one line.
       const cause = (error as Error).cause instanceof Error ? ((error as Error).cause as Error) : (error as Error);
-      throw new CopyError(`copy failed, nothing was written to ${target}: ${cause.message.split('\n')[0]?.slice(0, 300)}`);
+      throw new CopyError(`copy failed, no row was copied to ${target}: ${cause.message.split('\n')[0]?.slice(0, 300)}`);
     } finally {
       client.release();
       sqlite.exec('ROLLBACK');

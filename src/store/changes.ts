@@ -278,11 +278,14 @@ async function makePgTables(client: pg.ClientBase): Promise<void> {
  * newest change, read as its feed gives it, becomes PostgreSQL's first, so numbering goes on after it
  * and a reader's position from the file stays one (an older one is a 410 there: read afresh, as the
  * copied rows are data, not changes made). What the copy's own inserts recorded, when the feed's
- * triggers were already there, is dropped. Returns the seq the feed goes on after (0: no change yet).
+ * triggers were already there, is dropped, and so are the changes a service made there before (its
+ * tables were empty: they are of elements the copy does not hold). Returns the seq the feed goes on
+ * after (0: no change yet).
  */
 export async function continueFeedInPg(client: pg.ClientBase, sqlite: Database.Database, resources: Resource[]): Promise<number> {
   await makePgTables(client);
   await client.query(`DELETE FROM ${PENDING}`);
+  await client.query(`DELETE FROM ${TABLE}`);
   const recordedInFile = sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(TABLE) !== undefined;
   if (!recordedInFile) return 0;
   const reader = sqliteChangeReader(sqlite, resources);
