@@ -107,6 +107,8 @@ export function createChangeStreams(
   let head: number | undefined;
   let running = false;
   let again = false;
+  /** Whether the last turn of the loop failed (the database unreachable): said once, until a turn works. */
+  let failing = false;
   let poller: NodeJS.Timeout | undefined;
   let heartbeat: NodeJS.Timeout | undefined;
 
@@ -219,8 +221,12 @@ export function createChangeStreams(
         await step();
         await turn();
       } while (again && streams.size > 0);
+      if (failing) logger.info('reading the change feed for its streams works again');
+      failing = false;
     } catch (error) {
-      logger.warn({ err: error }, 'reading the change feed for its streams failed; trying again');
+      // Once per outage, not every pollMs: the streams stay open and the next turns try again.
+      if (!failing) logger.warn({ err: error }, 'reading the change feed for its streams failed; trying again every poll until it works');
+      failing = true;
     } finally {
       running = false;
     }
