@@ -36,6 +36,9 @@ try {
   console.log(formatReport(report));
   process.exitCode = report.failed > 0 ? 1 : 0;
 } catch (error) {
-  console.error(`contract: ${(error as Error).message}`);
+  // fetch says only "fetch failed": its cause says why (ECONNREFUSED…), and the URL which server.
+  const cause = (error as Error).cause as { code?: string; message?: string } | undefined;
+  const why = cause ? `: ${cause.code ?? cause.message}` : '';
+  console.error(`contract: ${(error as Error).message}${why} (${source === base ? base : `${base}, spec ${source}`})`);
   process.exitCode = 2;
 }
