@@ -683,6 +683,9 @@ envelope('text no request could carry alone: a lone surrogate in a path, a contr
     service.request('POST', '/_batch', { raw: `{"operations":[${operation}]}`, headers: { 'content-type': 'application/json' } });
   assertMalformed(await raw('{"method":"GET","path":"/users?name=\\ud800"}'), ['operations/0/path']);
   assertMalformed(await raw('{"method":"GET","path":"/users/\\udfff"}'), ['operations/0/path']);
+  for (const control of ['\\u0000', '\\u0001', '\\r', '\\n', '\\u007f']) {
+    assertMalformed(await raw(`{"method":"GET","path":"/users?name=a${control}b"}`), ['operations/0/path']);
+  }
   for (const value of ['\\"a\\"\\r\\nX-Injected: 1', '\\"a\\"\\u0000', '\\u20ac']) {
     assertMalformed(await raw(`{"method":"GET","path":"/users","headers":{"If-None-Match":"${value}"}}`), [
       'operations/0/headers/If-None-Match',

@@ -99,6 +99,9 @@ class Recorder {
   }
 }
 
+/** A control character (C0, DEL, C1): in no request-target. */
+const CONTROL = /\p{Cc}/u;
+
 /** A header value as a request line can carry it: visible Latin-1 characters, spaces and tabs. */
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
@@ -204,8 +207,10 @@ function parseEnvelope(document: unknown, routes: (path: string) => Match<Compil
     }
     const path = op.path;
     if (typeof path !== 'string' || !path.startsWith('/')) fail(`${at}/path`, 'must be a path starting with /');
-    // A lone surrogate has no UTF-8 form: alone, such a target could not even be sent (it would become U+FFFD).
+    // A lone surrogate has no UTF-8 form, and no request-target holds a control character: alone, such a
+    // target could not be sent at all (RFC 9112 §3.2).
     else if (LONE_SURROGATE.test(path)) fail(`${at}/path`, 'holds a lone UTF-16 surrogate, which is not Unicode text');
+    else if (CONTROL.test(path)) fail(`${at}/path`, 'holds a control character, which no request-target carries');
     else {
       for (const [, name] of path.matchAll(PLACEHOLDER)) {
         if (!labels.has(name as string)) fail(`${at}/path`, `{${echo(name as string)}} names no label of an earlier operation`);
