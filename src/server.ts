@@ -113,6 +113,10 @@ export function createHttpServer(
     },
     serve,
   );
+  // A client that half-closes its connection once its request is sent (RFC 9112 §9.6 lets it) still gets the
+  // answer: by default Node ends the connection at the client's FIN, dropping an answer that waits for the
+  // database (a POST on PostgreSQL was committed and never answered). Node ends it after the last answer.
+  (server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => refuse(log, socket, refusalOf(error)));
   server.on('connect', (req: IncomingMessage, socket: Duplex) => refuse(log, socket, TUNNEL, req.headers['x-request-id']));
   // Expect: 100-continue: the 100 goes out when the body is read, so a request refused on its headers

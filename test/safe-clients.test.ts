@@ -228,6 +228,29 @@ keys('keys expire after 24 hours and are purged', async ({ service }) => {
   assert.is(left?.n, 0);
 });
 
+keys('a client that half-closes its connection once its request is sent still gets the answer of its write', async ({ service }) => {
+  // RFC 9112 §9.6 lets a client close its sending side after the request; the answer (a write's, which
+  // waits for the database) must still reach it, or it could not know the write was made.
+  const body = JSON.stringify(userSample());
+  const { port } = new URL(service.url);
+  const received = await new Promise<string>((resolve) => {
+    const socket = connect(Number(port), '127.0.0.1', () =>
+      socket.end(
+        `POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      ),
+    );
+    let text = '';
+    socket.on('data', (chunk) => {
+      text += chunk;
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => resolve(text));
+  });
+  assert.match(received, /^HTTP\/1\.1 201 /);
+  const location = /\r\nLocation: ([^\r]+)/i.exec(received)?.[1] as string;
+  assert.is((await service.request('GET', location)).status, 200);
+});
+
 keys.run();
 
 // 3. Content negotiation

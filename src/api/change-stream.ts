@@ -250,6 +250,9 @@ export function createChangeStreams(
       res.write(`retry: 1000\n: changes after ${position}\n\n`);
       streams.add(stream);
       res.on('close', () => drop(stream));
+      // A client that closes its side has left (an EventSource never half-closes while it listens): the
+      // server accepts half-closed connections so that an answer still reaches its client, not streams.
+      res.socket?.once('end', () => res.destroy());
       // From the log's end, never the stream's own position: one that starts behind catches up at its
       // client's pace, one that starts past the end only filters (and silences no other stream).
       head ??= newest;
