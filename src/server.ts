@@ -45,7 +45,8 @@ function refuse(log: RefusalLog, socket: Duplex, refusal: Refusal, givenId?: unk
   linger(socket);
   socket.end(
     `HTTP/1.1 ${status} ${title}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-      `Connection: close\r\nX-Request-Id: ${requestId}\r\n${headerLines}${SECURITY_HEADER_LINES}\r\n${body}`,
+      // Date: an origin server with a clock sends it on every 4xx (RFC 9110 §6.6.1), as Node does on its own answers.
+      `Date: ${new Date().toUTCString()}\r\nConnection: close\r\nX-Request-Id: ${requestId}\r\n${headerLines}${SECURITY_HEADER_LINES}\r\n${body}`,
   );
   log?.warn({ requestId, res: { status } }, `refused before routing: ${status} ${title}`);
 }

@@ -192,6 +192,8 @@ protocol('the HTTP/2 preface in clear text is a 505 with a request id', async ({
   const reply = await raw(service.url, 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
   assert.is(reply.status, 505);
   assert.ok(header(reply, 'x-request-id'));
+  // Written on the raw socket, it carries a Date as Node's own answers do (RFC 9110 §6.6.1).
+  assert.ok(Date.parse(header(reply, 'date') ?? '') > Date.now() - 60_000, header(reply, 'date'));
 });
 
 protocol('OPTIONS * lists every method the service defines; other methods with * are a 400', async ({ service }) => {
