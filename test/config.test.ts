@@ -34,7 +34,11 @@ test('a value out of range is refused in one line that states the range it broke
     ['CHANGES_HEARTBEAT_MS', '99', 'an integer from 100 to 15000'],
     ['RATE_LIMIT_WINDOW_S', '86401', 'an integer from 1 to 86400'],
     ['CHANGES_RETENTION_HOURS', '.5', 'a number above 0 and at most 87600, in decimal digits with at most 6 after the point (0.5, not .5)'],
-    ['CHANGES_RETENTION_HOURS', '00.5', 'a number above 0 and at most 87600, in decimal digits with at most 6 after the point (0.5, not .5)'],
+    [
+      'CHANGES_RETENTION_HOURS',
+      '00.5',
+      'a number above 0 and at most 87600, in decimal digits with at most 6 after the point (0.5, not .5)',
+    ],
     ['LOG_LEVEL', 'loud', 'one of fatal, error, warn, info, debug, trace, silent'],
     ['DATABASE_SYNCHRONOUS', 'full', 'one of OFF, NORMAL, FULL, EXTRA'],
   ];
