@@ -6,7 +6,15 @@ import { hasWordCharacters } from './db/search.js';
 import { ApiError, badQuery, echo, type FieldError } from './errors.js';
 import { toInstant } from './instant.js';
 import { firstParameter } from './query-string.js';
-import { DECIMAL, type Expansion, type Field, type Resource, SERVER_MANAGED_FIELDS } from './resources.js';
+import {
+  DECIMAL,
+  type Expansion,
+  type Field,
+  NUMERIC_DIGITS,
+  type Resource,
+  SERVER_MANAGED_FIELDS,
+  significantDigits,
+} from './resources.js';
 
 export const OPERATORS = ['eq', 'ne', 'gt', 'gte', 'lt', 'lte', 'in', 'contains', 'startsWith', 'null'] as const;
 export type Operator = (typeof OPERATORS)[number];
@@ -104,6 +112,8 @@ export interface ListQueryOptions {
 
 const FILTER_NAME = /^([A-Za-z_][A-Za-z0-9_]*)(?:\[([A-Za-z]+)\])?$/;
 const CANONICAL_INTEGER = /^(0|-?[1-9][0-9]*)$/;
+/** A number as JSON writes one (RFC 8259 §6). */
+const JSON_NUMBER = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$/;
 const TEXT_ONLY: readonly Operator[] = ['contains', 'startsWith'];
 
 /** A 400 naming a parameter; the name is cut short like any client text echoed in an error. */
@@ -160,12 +170,16 @@ export function toFieldValue(field: Field, raw: string, path: string): unknown {
       return value;
     }
     case 'number': {
+      // Written as JSON writes a number (no 0x1, 0b1, 1. or spaces, which Number() would also read).
       const value = Number(raw);
-      if (raw.trim() === '' || !Number.isFinite(value)) throw fail('a number');
+      if (!JSON_NUMBER.test(raw) || !Number.isFinite(value)) throw fail('a number, written as in JSON');
       return value;
     }
     case 'decimal':
-      if (!DECIMAL.test(raw) || !Number.isFinite(Number(raw))) throw fail('a decimal number such as 12.50');
+      // As many digits as a NUMERIC value keeps: SQLite compares a longer one as a rounded double (wrong rows).
+      if (!DECIMAL.test(raw) || !Number.isFinite(Number(raw)) || significantDigits(raw) > NUMERIC_DIGITS) {
+        throw fail(`a decimal number of at most ${NUMERIC_DIGITS} significant digits such as 12.50`);
+      }
       return raw;
     case 'boolean':
       if (raw !== 'true' && raw !== 'false') throw fail('true or false');

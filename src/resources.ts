@@ -188,7 +188,7 @@ export const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 export const NUMERIC_DIGITS = 15;
 
 /** How many significant digits a decimal text has (leading and trailing zeros do not count). */
-function significantDigits(text: string): number {
+export function significantDigits(text: string): number {
   const mantissa = (text.split(/[eE]/)[0] as string).replace(/^[+-]/, '').replace('.', '');
   return mantissa.replace(/^0+/, '').replace(/0+$/, '').length;
 }

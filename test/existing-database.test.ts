@@ -245,7 +245,16 @@ shapes('a NUMERIC filter compares numbers, and a value that is no decimal is a 4
   const counted = await service.request('GET', '/Track?unitPrice[gt]=1.0&count=true&limit=1');
   assert.is(counted.status, 200, counted.text);
   assert.is(counted.headers.get('x-total-count'), String(over));
-  for (const query of ['unitPrice[gt]=abc', 'unitPrice[lt]=', 'unitPrice=abc', 'unitPrice[in]=0.99,b', 'unitPrice[gt]=1e999']) {
+  // More digits than a NUMERIC value keeps would be compared as a rounded double on SQLite: refused, as in a write.
+  for (const query of [
+    'unitPrice[gt]=abc',
+    'unitPrice[lt]=',
+    'unitPrice=abc',
+    'unitPrice[in]=0.99,b',
+    'unitPrice[gt]=1e999',
+    'unitPrice=0.99000000000000000001',
+    'unitPrice[in]=0.1,0.9900000000000000001',
+  ]) {
     const reply = await service.request('GET', `/Track?${query}`);
     assertProblem(reply, 400);
     assert.equal(
@@ -323,6 +332,14 @@ shapes(
     assert.match('-birthDate', new RegExp(sort?.schema?.pattern as string));
   },
 );
+
+shapes('a REAL filter takes a number written as JSON writes one, nothing Number() would also read', async ({ service }) => {
+  assert.is((await service.request('GET', '/Currency?rate[gte]=1e-3&count=true&limit=1')).status, 200);
+  for (const value of ['0x1', '0b1', '0o1', '1.', '+1', ' 1', '1_0', 'Infinity']) {
+    const reply = await service.request('GET', `/Currency?rate=${encodeURIComponent(value)}`);
+    assertProblem(reply, 400);
+  }
+});
 
 shapes('orphans from old data are served; writes are checked', async ({ service, run }) => {
   const sqlite = new Database(run.db, { readonly: true });
