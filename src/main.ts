@@ -200,15 +200,23 @@ async function supervise(config: Config, logger: Logger): Promise<void> {
       setTimeout(() => stopping || cluster.fork(), REFORK_DELAY_MS);
     } else if (Object.keys(cluster.workers ?? {}).length === 0 && !failed) {
       logger.info('all workers stopped');
-      process.exitCode = 0;
+      process.exitCode = hurried ? 1 : 0;
     }
   });
   for (let i = 0; i < config.workers; i++) cluster.fork();
   logger.info({ workers: config.workers }, `started ${config.workers} workers`);
+  /** A second signal: each worker is told again, which stops it at once (exit 1), as one process stops. */
+  let hurried = false;
   const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'stopping the workers');
+    if (stopping && (hurried || failed)) return;
+    if (stopping) {
+      hurried = true;
+      process.exitCode = 1;
+      logger.warn({ signal }, 'second signal: stopping the workers now, dropping requests in flight');
+    } else {
+      stopping = true;
+      logger.info({ signal }, 'stopping the workers');
+    }
     for (const worker of Object.values(cluster.workers ?? {})) worker?.send('shutdown');
   };
   process.on('SIGINT', () => stop('SIGINT'));

@@ -207,6 +207,19 @@ backups('`backup` takes a consistent copy while the service is writing', async (
     const fallback = await runScript('cli/backup.js', env);
     assert.is(fallback.code, 0);
     assert.equal(readdirSync(join(temp.dir, 'backups')).length, 1);
+    // A file already there is replaced, whatever it holds (here no database at all), and nothing is left beside it.
+    const junk = join(temp.dir, 'junk.db');
+    writeFileSync(junk, 'not a database, but a file a backup may be asked to replace'.repeat(100));
+    const replaced = await runScript('cli/backup.js', env, [junk]);
+    assert.is(replaced.code, 0, replaced.output);
+    assert.is(
+      inspect(junk, (db) => db.pragma('integrity_check', { simple: true })),
+      'ok',
+    );
+    assert.equal(
+      readdirSync(temp.dir).filter((name) => name.includes('.partial-')),
+      [],
+    );
     // A destination the file system refuses (its folder is a file; a folder that cannot be made) is one line, exit 1.
     const refusals: [Record<string, string>, string[]][] = [
       [env, [join(target, 'inside.db')]],
@@ -271,6 +284,33 @@ shutdown('SIGTERM during a slow request: it completes, then the process exits 0 
       await Promise.all([service.stop(), again?.stop()]);
     }
   });
+});
+
+shutdown('a second signal stops at once with exit 1, with WORKERS too, dropping the request in flight', async () => {
+  for (const workers of ['1', '2']) {
+    await withTempDir(async (dir) => {
+      // A long grace period: without the second signal the process would exit 0 only after it.
+      const service = await spawnService({ DATABASE_PATH: join(dir, 'hurry.db'), WORKERS: workers, SHUTDOWN_TIMEOUT_MS: '20000' });
+      try {
+        const req = httpRequest(`${service.url}/users`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'content-length': '40' },
+        });
+        req.on('error', () => {});
+        req.write('{"na');
+        req.flushHeaders();
+        await new Promise((resolve) => setTimeout(resolve, 300)); // the request is in flight, its body never ends
+        service.child.kill('SIGTERM');
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        service.child.kill('SIGINT');
+        assert.is(await service.exited, 1, `WORKERS=${workers}: ${service.output()}`);
+        assert.match(service.output(), /second signal/);
+        req.destroy();
+      } finally {
+        await service.stop('SIGKILL');
+      }
+    });
+  }
 });
 
 shutdown('while stopping, /readyz answers 503 and connections close after their response', async () => {

@@ -1,5 +1,6 @@
 // Online, consistent copies of the SQLite file with better-sqlite3's backup API (safe while the
 // service is writing), and where they go by default: a backups/ folder beside the database.
+import { renameSync, rmSync } from 'node:fs';
 import { basename, dirname, extname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { makeDirectory } from './client.js';
@@ -18,7 +19,9 @@ export function defaultBackupPath(databasePath: string, label = 'backup'): strin
 
 /**
  * Copies the open database to `destination` page by page while it stays usable, then makes the
- * copy one self-contained file (rollback journal, not WAL), ready to be copied or restored.
+ * copy one self-contained file (rollback journal, not WAL), ready to be copied or restored. The copy
+ * is made beside it and renamed into place once whole: a file already there (whatever it holds) is
+ * replaced, and a failed backup leaves it as it was.
  */
 export async function backupDatabase(
   sqlite: Database.Database,
@@ -26,14 +29,20 @@ export async function backupDatabase(
   onProgress?: (p: BackupProgress) => void,
 ): Promise<string> {
   makeDirectory(dirname(destination));
-  await sqlite.backup(destination, {
-    progress: (info) => {
-      onProgress?.(info);
-      return 256; // pages per step: small steps keep the source responsive to other connections
-    },
-  });
-  const copy = new Database(destination);
-  copy.pragma('journal_mode = DELETE');
-  copy.close();
+  const partial = `${destination}.partial-${process.pid}`;
+  try {
+    await sqlite.backup(partial, {
+      progress: (info) => {
+        onProgress?.(info);
+        return 256; // pages per step: small steps keep the source responsive to other connections
+      },
+    });
+    const copy = new Database(partial);
+    copy.pragma('journal_mode = DELETE');
+    copy.close();
+    renameSync(partial, destination);
+  } finally {
+    rmSync(partial, { force: true });
+  }
   return destination;
 }
