@@ -133,15 +133,20 @@ function postgresBackend(
 /** /readyz's reason while migrations are pending, else undefined. */
 const pendingOf = (pending: string[]) => (pending.length > 0 ? `${pending.length} migration(s) pending: ${pending.join(', ')}` : undefined);
 
+/** How long /readyz trusts a schema check that found everything: a table changed behind the service shows within it. */
+const SCHEMA_RECHECK_MS = 5000;
+
 /**
  * /readyz's check that the database holds every table and column of the schema, over a reader of the
  * database's `table.column` names: the reason when it does not (a few named), else undefined. Once
- * everything was there, the database is not read again.
+ * everything was there, the database is read again at most every SCHEMA_RECHECK_MS.
  */
 function schemaCheck(resources: readonly Resource[], columns: () => MaybePromise<string[]>): () => MaybePromise<string | undefined> {
   let fits = false;
+  let checkedAt = 0;
   return () => {
-    if (fits) return undefined;
+    if (fits && performance.now() - checkedAt < SCHEMA_RECHECK_MS) return undefined;
+    checkedAt = performance.now();
     return then(columns(), (names) => {
       const present = new Set(names);
       const missing: string[] = [];
