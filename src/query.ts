@@ -7,6 +7,7 @@ import { ApiError, badQuery, echo, type FieldError } from './errors.js';
 import { toInstant } from './instant.js';
 import { firstParameter } from './query-string.js';
 import {
+  CANONICAL_INTEGER,
   DECIMAL,
   type Expansion,
   type Field,
@@ -111,7 +112,6 @@ export interface ListQueryOptions {
 }
 
 const FILTER_NAME = /^([A-Za-z_][A-Za-z0-9_]*)(?:\[([A-Za-z]+)\])?$/;
-const CANONICAL_INTEGER = /^(0|-?[1-9][0-9]*)$/;
 /** A number as JSON writes one (RFC 8259 §6). */
 const JSON_NUMBER = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$/;
 const TEXT_ONLY: readonly Operator[] = ['contains', 'startsWith'];
@@ -143,6 +143,9 @@ function kindOf(field: Field): 'integer' | 'number' | 'decimal' | 'boolean' | 's
 
 /** The filter operators of a field that is not text. */
 const NOT_TEXT_OPERATORS = OPERATORS.filter((op) => !TEXT_ONLY.includes(op));
+/** A filter's 400 on a field that is no scalar, but for `[null]`. */
+const NOT_COMPARABLE = 'names a field that cannot be compared or sorted, only tested with [null]';
+
 /** The one operator of a field that is no scalar (JSON, BLOB, untyped): whether it is null. */
 const NULL_ONLY: readonly Operator[] = ['null'];
 
@@ -201,7 +204,7 @@ export function toFieldValue(field: Field, raw: string, path: string): unknown {
       return raw;
     }
     default:
-      throw bad(path, 'names a field that cannot be compared or sorted, only tested with [null]');
+      throw bad(path, NOT_COMPARABLE);
   }
 }
 
@@ -282,7 +285,7 @@ function parseFilter(resource: Resource, name: string, raw: string): Filter {
     if (raw !== 'true' && raw !== 'false') throw bad(name, 'must be true or false');
     return { field, op: operator, value: raw === 'true' };
   }
-  if (!isComparable(field)) throw bad(name, 'names a field that cannot be compared or sorted, only tested with [null]');
+  if (!isComparable(field)) throw bad(name, NOT_COMPARABLE);
   if (!operatorsOf(field).includes(operator)) throw bad(name, 'applies to text fields only');
   if (operator === 'in') {
     const parts = raw.split(',');

@@ -178,7 +178,8 @@ const METHODS: Record<RouteKind, readonly Method[]> = {
   related: ['GET', 'HEAD', 'POST', 'OPTIONS'],
 };
 
-const CANONICAL_INTEGER = /^(0|-?[1-9][0-9]*)$/;
+/** An integer as written canonically: `7`, not `07`, `+7` or `7.0` (keys in paths, filter values, dateText()). */
+export const CANONICAL_INTEGER = /^(0|-?[1-9][0-9]*)$/;
 /** A decimal number as text (a NUMERIC column's value). */
 export const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 /**
@@ -276,7 +277,7 @@ const NUMERIC_LITERAL = /^[ \t\n\v\f\r]*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[ \
  */
 export function keepsNumericText(text: string): boolean {
   if (!NUMERIC_LITERAL.test(text)) return true;
-  return /^(0|-?[1-9][0-9]*)$/.test(text) && Number.isSafeInteger(Number(text));
+  return CANONICAL_INTEGER.test(text) && Number.isSafeInteger(Number(text));
 }
 
 /**

@@ -57,12 +57,15 @@ const waiting = new WeakSet<Duplex>();
 /** The status, title and detail of an answer written on the raw socket, and its own header lines (each ending in CRLF). */
 type Refusal = [number, string, string, string?];
 
+/** The answer to a request of a version not served. */
+const VERSION_NOT_SERVED: Refusal = [505, 'HTTP Version Not Supported', 'This service serves HTTP/1.1 (and HTTP/1.0).'];
+
 /** The status, title and detail of a request Node's parser refused. */
 const PARSE_FAILURES: Record<string, Refusal> = {
   ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout', 'The request was not received in time.'],
   HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large', 'The request headers are larger than the server reads.'],
   // The HTTP/2 connection preface (PRI * HTTP/2.0) sent in clear text.
-  HPE_PAUSED_H2_UPGRADE: [505, 'HTTP Version Not Supported', 'This service serves HTTP/1.1 (and HTTP/1.0).'],
+  HPE_PAUSED_H2_UPGRADE: VERSION_NOT_SERVED,
 };
 
 const UNREADABLE: Refusal = [400, 'Bad Request', 'The request could not be read as HTTP/1.1.'];
@@ -80,7 +83,7 @@ function refusalOf(error: NodeJS.ErrnoException & { rawPacket?: Buffer; bytesPar
     // The packet may hold requests before the failing one (pipelined): its line is the one the parser stopped in.
     const packet = error.rawPacket?.toString('latin1') ?? '';
     const line = packet.slice(packet.lastIndexOf('\n', (error.bytesParsed ?? 0) - 1) + 1);
-    return OTHER_VERSION.test(line) ? (PARSE_FAILURES.HPE_PAUSED_H2_UPGRADE as Refusal) : UNREADABLE;
+    return OTHER_VERSION.test(line) ? VERSION_NOT_SERVED : UNREADABLE;
   }
   return PARSE_FAILURES[error.code ?? ''] ?? UNREADABLE;
 }

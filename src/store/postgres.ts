@@ -383,8 +383,7 @@ function createKindStore(
       const mapped = toApiError(action, error);
       const refused = action === 'write' ? refusedRowOf(error) : undefined;
       // Only a reference to nothing (a 422) can name more fields; a change under referencing elements is a 409 as it is.
-      const checks = resource.references.length + resource.compositeReferences.length;
-      if (!refused || checks < 2 || !(mapped instanceof ApiError && mapped.code === 'unprocessable')) return mapped;
+      if (!refused || parentChecks().length < 2 || !(mapped instanceof ApiError && mapped.code === 'unprocessable')) return mapped;
       const named = (toApiError(action, refused.error) as ApiError).errors?.map((e) => e.path) ?? [];
       try {
         const missing: Dangling[] = [];
