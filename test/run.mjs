@@ -23,7 +23,7 @@ const { values, positionals } = parseArgs({
 });
 /** The suites that run on either engine (startService follows TEST_BACKEND), and every PostgreSQL-only *.pg.ts. */
 const SHARED =
-  '^(contract|collections|safe-clients|hostile|openapi|openapi-clients|openapi-session|shaping|search|bulk|batch|changes)\\.test\\.ts$|^[^/]+\\.pg\\.ts$';
+  '^(contract|collections|safe-clients|hostile|openapi|openapi-clients|openapi-session|shaping|search|bulk|batch|changes|protocol)\\.test\\.ts$|^[^/]+\\.pg\\.ts$';
 const mode = positionals[0] ?? '';
 const pattern = values.pattern ?? { browser: '\\.browser\\.ts$', faults: '\\.faults\\.ts$', pg: SHARED }[mode] ?? '\\.test\\.ts$';
 
