@@ -439,13 +439,17 @@ function parseCursor(
   const after = sort.map(({ field }, i): unknown => {
     const value = values[i] as CursorValue;
     if (value === null && !field.column.notNull) return null;
-    if (value instanceof Digest && kindOf(field) === 'string' && position.rowid !== undefined) return value;
+    const kind = kindOf(field);
+    if (value instanceof Digest && (kind === 'string' || kind === 'timestamp') && position.rowid !== undefined) return value;
     if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') throw bad('cursor', FOREIGN_CURSOR);
     // The value is the last row's own (the cursor is sealed): one the API would not take from a client, but
     // other software stored (1.5 or text in an INTEGER column), is compared as stored, except in an INTEGER
     // PRIMARY KEY, which holds integers only. An integer beyond 2^53 was rounded when read: compared as it
     // is, the next page could repeat this one for ever, so the list cannot be paged past it.
-    if (typeof value === 'number' && Number.isInteger(value) && kindOf(field) === 'integer') {
+    // A timestamp is text, ordered as its text: one another program wrote (`….765000Z`, `+01:00`) is compared as
+    // it is, not as the canonical form of its instant, which sorts elsewhere (the next page would repeat rows).
+    if (typeof value === 'string' && kind === 'timestamp') return value;
+    if (typeof value === 'number' && Number.isInteger(value) && kind === 'integer') {
       if (Number.isSafeInteger(value)) return value;
       throw bad(
         'cursor',

@@ -201,6 +201,42 @@ test("a NUL in a filter value: compared on SQLite, a 400 in the contract's words
   }
 });
 
+test('timestamps another program wrote in other forms page in stored order: every row once, both ways', async ({ service }) => {
+  // `….000000Z` and `….000Z` name one instant but sort as different text: the cursor carries the last row's
+  // value as stored, or the next page starts inside an earlier run of rows (and a descending walk loops).
+  const forms = [
+    '2026-01-01T00:00:00.000000Z',
+    '2026-01-01T00:00:00.000Z',
+    '2025-01-01T00:00:00.000Z',
+    '2026-01-01T01:00:00+01:00',
+    '2026-01-01 00:00:00',
+    'garbage',
+    `2026-01-01T00:00:00Z ${'x'.repeat(80)}`, // longer than a cursor carries: read back from its row
+  ];
+  const made: number[] = [];
+  for (const [i, at] of forms.entries()) {
+    const id = await created(service, '/users', { name: 'Stamped', email: `stamped-${i}@example.com` });
+    await service.sql('UPDATE users SET created_at = $1 WHERE id = $2', [at, id]);
+    made.push(id);
+  }
+  for (const sort of ['createdAt', '-createdAt', '-createdAt,-id']) {
+    const seen: number[] = [];
+    let next: string | undefined = `/users?email[startsWith]=stamped-&sort=${sort}&limit=1&fields=id`;
+    for (let page = 0; next && page <= forms.length; page++) {
+      const reply = await service.request('GET', next);
+      assert.is(reply.status, 200, reply.text);
+      seen.push(...ids(reply.body));
+      next = nextOf(reply);
+    }
+    assert.is(next, undefined, `${sort}: the walk did not end`);
+    assert.equal(
+      [...seen].sort((a, b) => a - b),
+      made,
+      `${sort}: ${seen}`,
+    );
+  }
+});
+
 test.run();
 
 const churn = suite<{ service: Service }>('cursor walk under inserts and deletes');
