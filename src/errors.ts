@@ -51,13 +51,32 @@ export const MAX_ECHOED_LENGTH = 64;
 type WellFormed = { isWellFormed(): boolean; toWellFormed(): string };
 
 /**
- * A client's text made safe to echo in an error: at most MAX_ECHOED_LENGTH characters (so a 1 MB key
- * is not sent back), lone surrogates replaced by U+FFFD.
+ * A client's text made safe to echo in an error: at most MAX_ECHOED_LENGTH characters (code points, so
+ * a 1 MB key is not sent back and no character is cut in two), lone surrogates replaced by U+FFFD.
  */
 export function echo(text: string): string {
-  const short = (text.length > MAX_ECHOED_LENGTH ? `${text.slice(0, MAX_ECHOED_LENGTH)}…` : text) as string & WellFormed;
+  const short = (text.length > MAX_ECHOED_LENGTH ? cut(text) : text) as string & WellFormed;
   return short.isWellFormed() ? short : short.toWellFormed();
 }
+
+/**
+ * The first MAX_ECHOED_LENGTH code points of `text` and `…`, or `text` when it has no more; never
+ * ending inside a percent-escape (`%F0%9`) of a path or query as sent.
+ */
+function cut(text: string): string {
+  let end = 0;
+  for (let count = 0; count < MAX_ECHOED_LENGTH && end < text.length; count++) {
+    const unit = text.charCodeAt(end);
+    const low = text.charCodeAt(end + 1);
+    end += unit >= 0xd800 && unit <= 0xdbff && low >= 0xdc00 && low <= 0xdfff ? 2 : 1;
+  }
+  if (end >= text.length) return text;
+  const head = text.slice(0, end);
+  return `${head.slice(0, head.length - (PARTIAL_ESCAPE.exec(head)?.[0].length ?? 0))}…`;
+}
+
+/** A percent-escape cut short at the end of a text: `%` or `%F`. */
+const PARTIAL_ESCAPE = /%[0-9A-Fa-f]?$/;
 
 /** The 404 of a path that no route serves. */
 export function nothingServedAt(path: string): ApiError {

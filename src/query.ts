@@ -268,7 +268,8 @@ function parseSearch(resource: Resource, raw: string): Search {
   if (words.length === 0) throw bad('q', 'holds no word to search for (letters or digits)');
   if (words.length > QUERY_LIMITS.searchWords)
     throw bad('q', `holds ${words.length} words; at most ${QUERY_LIMITS.searchWords} are allowed`);
-  if (words.some((w) => w.length > QUERY_LIMITS.searchWordLength)) {
+  // Characters are code points: an emoji is one (two UTF-16 units), an accent written as a combining mark one more.
+  if (words.some((w) => w.length > QUERY_LIMITS.searchWordLength && [...w].length > QUERY_LIMITS.searchWordLength)) {
     throw bad('q', `holds a word longer than ${QUERY_LIMITS.searchWordLength} characters`);
   }
   return { words };

@@ -60,7 +60,8 @@ interface Place {
  */
 function pathOf(place: Place | undefined, elements: boolean): string {
   const keys: string[] = [];
-  for (let p = place; p; p = p.parent) keys.push(p.key.slice(0, MAX_ECHOED_LENGTH + 1));
+  // Enough UTF-16 units for MAX_ECHOED_LENGTH code points and one more: echo() cuts it to them and marks the cut.
+  for (let p = place; p; p = p.parent) keys.push(p.key.slice(0, 2 * MAX_ECHOED_LENGTH + 1));
   const [first, ...rest] = keys.reverse();
   return elements && rest.length > 0 ? `${first}/${rest.join('.')}` : keys.join('.');
 }

@@ -186,6 +186,24 @@ amplification('a long path or id is not echoed back whole: neither in the detail
   }
 });
 
+amplification('echoed text is cut between characters: never inside a surrogate pair or a percent-escape', async (ctx) => {
+  // 63 ASCII letters, then emoji (two UTF-16 units each): the cut keeps the first emoji whole, as the 64th character.
+  const name = `${'a'.repeat(63)}😀😀😀`;
+  const reply = await ctx.service.request('POST', '/users', { body: { [name]: 1, name: 'x', email: 'cut@example.com' } });
+  assertProblem(reply, 422, 'POST');
+  assert.ok(
+    reply.body.errors.some((e: { path: string }) => e.path === `${'a'.repeat(63)}😀…`),
+    JSON.stringify(reply.body.errors),
+  );
+  assert.not.ok(reply.text.includes('\ufffd'), reply.text);
+  const emoji = '%F0%9F%98%80'.repeat(10);
+  const path = `/nothing/${'a'.repeat(50)}${emoji}`;
+  const missing = await ctx.service.request('GET', path);
+  assertProblem(missing, 404, 'GET');
+  // 64 characters end inside the second percent-escape (`%9`): it is left out whole.
+  assert.is(missing.body.instance, `/nothing/${'a'.repeat(50)}%F0…`);
+});
+
 amplification('a body of only white space past MAX_BODY_BYTES is a 413, not an empty body', async (ctx) => {
   const headers = { 'content-type': 'application/json' };
   const reply = await ctx.service.request('POST', '/users', { raw: ' '.repeat(1024 * 1024 + 1), headers });

@@ -336,6 +336,9 @@ test('q: refused on a kind without searchable fields, without words, repeated, o
   assert.match(rejected(users, { q: many })[0]?.message ?? '', /33 words/);
   assert.match(rejected(users, { q: 'x'.repeat(QUERY_LIMITS.searchWordLength + 1) })[0]?.message ?? '', /longer than 100/);
   assert.is(parseListQuery(users, { q: 'x'.repeat(QUERY_LIMITS.searchWordLength) }).search?.words.length, 1);
+  // Characters are code points: 100 emoji are 200 UTF-16 units, and one word.
+  assert.is(parseListQuery(users, { q: `${'😀'.repeat(QUERY_LIMITS.searchWordLength - 1)}a` }).search?.words.length, 1);
+  assert.match(rejected(users, { q: `${'😀'.repeat(QUERY_LIMITS.searchWordLength)}a` })[0]?.message ?? '', /longer than 100/);
 });
 
 test('sort=relevance: first, ascending, with q only; the fields after it and the key follow', () => {
