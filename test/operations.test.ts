@@ -8,6 +8,7 @@ import Database from 'better-sqlite3';
 import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { generateSearchMigration, rebuiltTables } from '../src/cli/generate.js';
 import { closeDatabase, openDatabase } from '../src/db/client.js';
 import { applyMigrations, MigrationError, migrationStatus } from '../src/db/migrate.js';
 import { createRegistry } from '../src/resources.js';
@@ -139,6 +140,115 @@ migrations('a table a migration makes while the service runs is in the change fe
   } finally {
     await service.close();
   }
+});
+
+/** Appends a hand-written migration (statements as drizzle-kit writes them) to `folder`'s journal. */
+function appendMigration(folder: string, tag: string, sql: string): void {
+  const journalPath = join(folder, 'meta/_journal.json');
+  const journal = JSON.parse(readFileSync(journalPath, 'utf8'));
+  const last = journal.entries.at(-1);
+  journal.entries.push({ ...last, idx: last.idx + 1, when: last.when + 1, tag });
+  writeFileSync(journalPath, JSON.stringify(journal));
+  writeFileSync(join(folder, `${tag}.sql`), sql);
+}
+
+/** drizzle-kit's migration for `name: text('name')` (no longer NOT NULL) on pets: copy, drop, rename. */
+const PETS_REBUILT = [
+  'PRAGMA foreign_keys=OFF;',
+  'CREATE TABLE `__new_pets` (\n\t`id` integer PRIMARY KEY AUTOINCREMENT NOT NULL,\n\t`name` text,\n\t`species` text NOT NULL,\n\t`owner_id` integer,\n\t`created_at` text NOT NULL,\n\t`updated_at` text NOT NULL,\n\tFOREIGN KEY (`owner_id`) REFERENCES `users`(`id`) ON UPDATE no action ON DELETE set null\n);\n',
+  'INSERT INTO `__new_pets`("id", "name", "species", "owner_id", "created_at", "updated_at") SELECT "id", "name", "species", "owner_id", "created_at", "updated_at" FROM `pets`;',
+  'DROP TABLE `pets`;',
+  'ALTER TABLE `__new_pets` RENAME TO `pets`;',
+  'PRAGMA foreign_keys=ON;',
+  'CREATE INDEX `pets_owner_id_idx` ON `pets` (`owner_id`);',
+].join('--> statement-breakpoint\n');
+
+migrations(
+  'a migration that rebuilds a referenced table keeps its children and its search index; one that leaves a reference dangling is refused',
+  async () => {
+    await withTempDir(async (dir) => {
+      const folder = migrationsCopy(dir);
+      appendMigration(
+        folder,
+        '0004_tags',
+        'CREATE TABLE `tags` (`id` integer PRIMARY KEY NOT NULL, `pet_id` integer, FOREIGN KEY (`pet_id`) REFERENCES `pets`(`id`) ON DELETE cascade);',
+      );
+      const database = openDatabase(join(dir, 'rebuilt.db'));
+      try {
+        await applyMigrations(database, folder);
+        const { sqlite } = database;
+        sqlite.exec(`INSERT INTO users (id, name, email, created_at, updated_at) VALUES (1, 'Ada', 'ada@x.io', 'x', 'x');
+                     INSERT INTO pets (id, name, species, owner_id, created_at, updated_at) VALUES (1, 'Rex', 'dog', 1, 'x', 'x');
+                     INSERT INTO tags (id, pet_id) VALUES (1, 1), (2, 1);
+                     INSERT INTO orders (user_id, pet_id, created_at, updated_at) VALUES (1, 1, 'x', 'x');`);
+        // SQLite ignores drizzle-kit's PRAGMA foreign_keys=OFF inside the migrations' transaction: without more, the
+        // DROP TABLE would delete the tags (ON DELETE CASCADE) or fail on the order (RESTRICT).
+        appendMigration(folder, '0005_pets_name_nullable', PETS_REBUILT);
+        const search = generateSearchMigration(
+          petShop,
+          folder,
+          'sqlite',
+          'pets_name_nullable',
+          rebuiltTables(join(folder, '0005_pets_name_nullable.sql')),
+        );
+        assert.ok(search.tag, 'the rebuilt table gets its search index back, though its declaration did not change');
+        const { applied } = await applyMigrations(database, folder, join(dir, 'backup.db'));
+        assert.equal(applied, ['0005_pets_name_nullable', search.tag]);
+        assert.is(sqlite.prepare('SELECT count(*) FROM tags WHERE pet_id = 1').pluck().get(), 2, 'the children are still there');
+        assert.is(sqlite.prepare('SELECT count(*) FROM orders').pluck().get(), 1);
+        assert.is(sqlite.pragma('foreign_keys', { simple: true }), 1, 'foreign keys are enforced again');
+        sqlite.exec("INSERT INTO pets (id, name, species, created_at, updated_at) VALUES (2, 'Zebra', 'other', 'x', 'x')");
+        sqlite.exec("UPDATE pets SET name = 'Fido' WHERE id = 1");
+        const found = (word: string) =>
+          sqlite.prepare('SELECT rowid FROM restable_search_pets WHERE restable_search_pets MATCH ?').pluck().all(word);
+        assert.equal([found('zebra'), found('fido'), found('rex')], [[2], [1], []], 'the index follows writes after the rebuild');
+
+        appendMigration(folder, '0007_orphans', 'DELETE FROM users WHERE id = 1;');
+        try {
+          await applyMigrations(database, folder, join(dir, 'backup2.db'));
+          assert.unreachable('a migration that leaves a pet and an order without their user must fail');
+        } catch (error) {
+          assert.instance(error, MigrationError);
+          // The pet (SET NULL) and the order (RESTRICT) would both point at the deleted user.
+          assert.match(
+            (error as Error).message,
+            /^migration failed, nothing was applied: 2 row\(s\) would reference nothing \(the first: pets rowid 1, whose users is missing\)/,
+          );
+        }
+        assert.is(sqlite.prepare('SELECT count(*) FROM users').pluck().get(), 1);
+        assert.is(sqlite.pragma('foreign_keys', { simple: true }), 1);
+      } finally {
+        closeDatabase(database);
+      }
+    });
+  },
+);
+
+migrations('a migration merged after a newer one was applied is pending, and applied next', async () => {
+  await withTempDir(async (dir) => {
+    // A branch's migration lands in the journal before one the database already ran: older, yet never applied.
+    const folder = migrationsCopy(dir);
+    const journalPath = join(folder, 'meta/_journal.json');
+    const full = readFileSync(journalPath, 'utf8');
+    const journal = JSON.parse(full);
+    journal.entries = journal.entries.filter((e: { tag: string }) => e.tag !== TAGS[2]);
+    writeFileSync(journalPath, JSON.stringify(journal));
+    const database = openDatabase(join(dir, 'merged.db'));
+    try {
+      await applyMigrations(database, folder);
+      writeFileSync(journalPath, full);
+      assert.equal(migrationStatus(database, folder), {
+        applied: TAGS.filter((tag) => tag !== TAGS[2]),
+        pending: [TAGS[2] as string],
+        unknown: 0,
+      });
+      assert.equal((await applyMigrations(database, folder, join(dir, 'backup.db'))).applied, [TAGS[2]]);
+      assert.ok(tables(database.sqlite.name).includes('restable_secrets'));
+      assert.equal(migrationStatus(database, folder).pending, []);
+    } finally {
+      closeDatabase(database);
+    }
+  });
 });
 
 migrations('the service refuses to start, in one line, on a database from a newer version', async () => {

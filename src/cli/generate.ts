@@ -114,17 +114,22 @@ async function pgDiff(schema: Record<string, unknown>, folder: string, check = f
   const cur = generateDrizzleJson(toPgTables(withInternal ? { ...schema, ...internal } : schema), committed?.id);
   const question = renameQuestion(prev, cur);
   if (question && check) return { cur, statements: [`-- ${question}`] };
-  if (question && !(process.stdin.isTTY && process.stdout.isTTY))
-    throw new UsageError(`${question}: drizzle-kit has to ask whether that is a rename; run the command in a terminal`);
+  if (question && !canAsk()) throw cannotAsk(question);
   return { cur, statements: await generateMigration(prev, cur) };
 }
 
-async function sqliteStatements(schema: Record<string, unknown>, folder: string): Promise<string[]> {
+/** The SQLite statements that take `folder` to `schema`, or the rename question drizzle-kit would ask first. */
+async function sqliteDiff(schema: Record<string, unknown>, folder: string): Promise<{ question?: string; statements: string[] }> {
   const prev = latestSnapshot<DrizzleSQLiteSnapshotJSON>(folder) ?? (await generateSQLiteDrizzleJson({}));
   const cur = await generateSQLiteDrizzleJson({ ...schema, ...internal });
   const question = renameQuestion(prev, cur);
-  return question ? [`-- ${question}`] : generateSQLiteMigration(prev, cur);
+  return question ? { question, statements: [`-- ${question}`] } : { statements: await generateSQLiteMigration(prev, cur) };
 }
+
+/** The refusal of a rename question where nobody can answer it (no terminal). */
+const cannotAsk = (question: string) =>
+  new UsageError(`${question}: drizzle-kit has to ask whether that is a rename; run the command in a terminal`);
+const canAsk = () => Boolean(process.stdin.isTTY && process.stdout.isTTY);
 
 /**
  * Compares the schema (with the internal tables) with the newest snapshot of each migrations
@@ -134,7 +139,7 @@ export async function checkDrift({ schema, pgFolder, sqliteFolder }: SchemaMigra
   const drifts: Drift[] = [];
   const pg = [...(await pgDiff(schema, pgFolder, true)).statements, ...searchDiff(schema, pgFolder, 'postgresql')];
   if (pg.length) drifts.push({ backend: 'PostgreSQL', folder: pgFolder, statements: pg });
-  const sqlite = [...(await sqliteStatements(schema, sqliteFolder)), ...searchDiff(schema, sqliteFolder, 'sqlite')];
+  const sqlite = [...(await sqliteDiff(schema, sqliteFolder)).statements, ...searchDiff(schema, sqliteFolder, 'sqlite')];
   if (sqlite.length) drifts.push({ backend: 'SQLite', folder: sqliteFolder, statements: sqlite });
   return drifts;
 }
@@ -179,9 +184,29 @@ function readSearchState(folder: string): SearchState {
 
 const SEARCH_ENGINES = { sqlite: sqliteSearchStatements, postgresql: pgSearchStatements } as const;
 
-/** The statements that take `folder`'s search indexes to what `schema` declares. */
-function searchDiff(schema: Record<string, unknown>, folder: string, dialect: keyof typeof SEARCH_ENGINES): string[] {
-  return searchChanges(readSearchState(folder), searchStateOf(schema), SEARCH_ENGINES[dialect]);
+/**
+ * The statements that take `folder`'s search indexes to what `schema` declares. The index of a table in
+ * `rebuilt` is built again even when its declaration did not change: drizzle-kit changes a SQLite column by
+ * copying the table into a new one and dropping the old, which drops the index's triggers with it.
+ */
+function searchDiff(
+  schema: Record<string, unknown>,
+  folder: string,
+  dialect: keyof typeof SEARCH_ENGINES,
+  rebuilt: string[] = [],
+): string[] {
+  const built = readSearchState(folder);
+  const kept = Object.fromEntries(Object.entries(built).filter(([table]) => !rebuilt.includes(table)));
+  const statementsOf = SEARCH_ENGINES[dialect];
+  const drops = Object.entries(built)
+    .filter(([table]) => rebuilt.includes(table))
+    .flatMap(([table, index]) => statementsOf(table, index).drop);
+  return [...new Set([...drops, ...searchChanges(kept, searchStateOf(schema), statementsOf)])];
+}
+
+/** The tables a drizzle-kit SQLite migration rebuilds (`ALTER TABLE \`__new_pets\` RENAME TO \`pets\``). */
+export function rebuiltTables(migration: string): string[] {
+  return [...readFileSync(migration, 'utf8').matchAll(/ALTER TABLE `__new_([^`]+)` RENAME TO `\1`/g)].map((m) => m[1] as string);
 }
 
 /**
@@ -194,8 +219,9 @@ export function generateSearchMigration(
   folder: string,
   dialect: keyof typeof SEARCH_ENGINES,
   name: string,
+  rebuilt: string[] = [],
 ) {
-  const statements = searchDiff(schema, folder, dialect);
+  const statements = searchDiff(schema, folder, dialect, rebuilt);
   if (statements.length === 0) return { tag: undefined, statements };
   const newest = latestSnapshot<{ id: string; version: string }>(folder);
   if (!newest) throw new UsageError(`${folder} has no migration yet: generate the tables' migration before their search index`);
@@ -257,6 +283,11 @@ async function main(): Promise<number> {
     return 0;
   }
 
+  if (values['sqlite-config'] && !canAsk()) {
+    // drizzle-kit would fail on its prompt with a stack trace: the question is refused here first, as PostgreSQL's is.
+    const { question } = await sqliteDiff(schema, sqliteFolder);
+    if (question) throw cannotAsk(question);
+  }
   const sqliteTag = values['sqlite-config'] ? generateSqlite(values['sqlite-config'], sqliteFolder, values.name) : undefined;
   // Without --name, the PostgreSQL migration is named like the SQLite one drizzle-kit just wrote.
   const name = values.name ?? sqliteTag?.replace(/^\d+_/, '') ?? 'schema_change';
@@ -269,7 +300,9 @@ async function main(): Promise<number> {
   report('PostgreSQL', pgFolder, await generatePgMigration(schema, pgFolder, name));
   // The search indexes follow the tables they index (a new searchable table is created just before).
   const searchName = values.name ?? 'search';
-  if (values['sqlite-config']) report('SQLite search', sqliteFolder, generateSearchMigration(schema, sqliteFolder, 'sqlite', searchName));
+  const rebuilt = sqliteTag ? rebuiltTables(join(sqliteFolder, `${sqliteTag}.sql`)) : [];
+  if (values['sqlite-config'])
+    report('SQLite search', sqliteFolder, generateSearchMigration(schema, sqliteFolder, 'sqlite', searchName, rebuilt));
   report('PostgreSQL search', pgFolder, generateSearchMigration(schema, pgFolder, 'postgresql', searchName));
   return 0;
 }

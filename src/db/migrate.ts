@@ -35,14 +35,18 @@ export function readJournal(folder: string): JournalEntry[] {
   return (JSON.parse(readFileSync(`${folder}/meta/_journal.json`, 'utf8')) as { entries: JournalEntry[] }).entries;
 }
 
-/** What `done` (the `when` of each applied migration, from drizzle's bookkeeping) means for the journal of `folder`. */
+/**
+ * What `done` (the `when` of each applied migration, from drizzle's bookkeeping) means for the journal of
+ * `folder`: a migration is applied when the database recorded it, wherever it sits in the journal (one
+ * merged from a branch after a newer one ran is pending, not taken for applied because it is older).
+ */
 export function statusOf(done: number[], folder: string): MigrationStatus {
-  const last = Math.max(Number.NEGATIVE_INFINITY, ...done);
+  const recorded = new Set(done);
   const entries = readJournal(folder);
   const known = new Set(entries.map((e) => e.when));
   return {
-    applied: entries.filter((e) => e.when <= last).map((e) => e.tag),
-    pending: entries.filter((e) => e.when > last).map((e) => e.tag),
+    applied: entries.filter((e) => recorded.has(e.when)).map((e) => e.tag),
+    pending: entries.filter((e) => !recorded.has(e.when)).map((e) => e.tag),
     unknown: done.filter((when) => !known.has(when)).length,
   };
 }
@@ -82,28 +86,61 @@ function hasData(sqlite: Database.Database): boolean {
   return tables.some((t) => sqlite.prepare(`SELECT 1 FROM "${t.replace(/"/g, '""')}" LIMIT 1`).get() !== undefined);
 }
 
+/** A row whose foreign key names no parent row, as `PRAGMA foreign_key_check` reports it. */
+interface DanglingReference {
+  table: string;
+  rowid: number | null;
+  parent: string;
+  fkid: number;
+}
+
+const danglingReferences = (sqlite: Database.Database) => sqlite.pragma('foreign_key_check') as DanglingReference[];
+const referenceKey = ({ table, rowid, parent, fkid }: DanglingReference) => JSON.stringify([table, rowid, parent, fkid]);
+
 /**
- * Applies the pending migrations, all or none, inside one IMMEDIATE transaction that re-reads what
- * is applied under the write lock, so processes starting together migrate the file exactly once.
+ * Applies the pending migrations in journal order, all or none, inside one IMMEDIATE transaction that
+ * re-reads what is applied under the write lock, so processes starting together migrate the file exactly once.
+ *
+ * Foreign keys are not enforced while they run, and checked whole before the commit: drizzle-kit changes a
+ * column by copying its table into a new one and dropping the old (the "12 steps" of SQLite's ALTER TABLE
+ * page), and its own `PRAGMA foreign_keys=OFF` is a no-op inside a transaction, so that drop would delete the
+ * children of ON DELETE CASCADE, null those of SET NULL, and fail on the others. A migration that leaves a
+ * reference dangling is refused by the check instead (references that dangled before it are the data's own).
  */
 function applyPending(sqlite: Database.Database, folder: string, afterApplied?: (sqlite: Database.Database) => void): string[] {
   const files = readMigrationFiles({ migrationsFolder: folder });
   const tags = new Map(readJournal(folder).map((e) => [e.when, e.tag]));
-  return sqlite
-    .transaction(() => {
-      sqlite.exec(`CREATE TABLE IF NOT EXISTS "${MIGRATIONS_TABLE}" (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)`);
-      const last = Math.max(Number.NEGATIVE_INFINITY, ...appliedMillis(sqlite));
-      const record = sqlite.prepare(`INSERT INTO "${MIGRATIONS_TABLE}" ("hash", "created_at") VALUES (?, ?)`);
-      const applied: string[] = [];
-      for (const migration of files.filter((m) => m.folderMillis > last)) {
-        for (const statement of migration.sql) if (statement.trim()) sqlite.exec(statement);
-        record.run(migration.hash, migration.folderMillis);
-        applied.push(tags.get(migration.folderMillis) ?? String(migration.folderMillis));
-      }
-      if (applied.length > 0) afterApplied?.(sqlite);
-      return applied;
-    })
-    .immediate();
+  const enforced = sqlite.pragma('foreign_keys', { simple: true }) === 1;
+  sqlite.pragma('foreign_keys = OFF');
+  try {
+    return sqlite
+      .transaction(() => {
+        sqlite.exec(`CREATE TABLE IF NOT EXISTS "${MIGRATIONS_TABLE}" (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)`);
+        const done = new Set(appliedMillis(sqlite));
+        // References already dangling (a file written with foreign keys off) are the data's, not the migrations'.
+        const before = new Set(danglingReferences(sqlite).map(referenceKey));
+        const record = sqlite.prepare(`INSERT INTO "${MIGRATIONS_TABLE}" ("hash", "created_at") VALUES (?, ?)`);
+        const applied: string[] = [];
+        for (const migration of files.filter((m) => !done.has(m.folderMillis))) {
+          for (const statement of migration.sql) if (statement.trim()) sqlite.exec(statement);
+          record.run(migration.hash, migration.folderMillis);
+          applied.push(tags.get(migration.folderMillis) ?? String(migration.folderMillis));
+        }
+        if (applied.length === 0) return applied;
+        const dangling = danglingReferences(sqlite).filter((reference) => !before.has(referenceKey(reference)));
+        const [first] = dangling;
+        if (first) {
+          throw new Error(
+            `${dangling.length} row(s) would reference nothing (the first: ${first.table} rowid ${first.rowid}, whose ${first.parent} is missing)`,
+          );
+        }
+        afterApplied?.(sqlite);
+        return applied;
+      })
+      .immediate();
+  } finally {
+    if (enforced) sqlite.pragma('foreign_keys = ON');
+  }
 }
 
 export interface MigrateResult {

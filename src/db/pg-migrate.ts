@@ -29,11 +29,11 @@ export async function pgMigrationStatus({ pool }: PostgresHandle, folder = PG_MI
   return statusOf(await appliedMillis(pool), folder);
 }
 
-/** Runs the pending migrations and records each, in one transaction: all of them or none. */
+/** Runs the pending migrations (those not in `done`) in journal order and records each, in one transaction: all of them or none. */
 async function applyPending(
   client: pg.PoolClient,
   folder: string,
-  last: number,
+  done: ReadonlySet<number>,
   afterApplied?: (client: pg.PoolClient) => Promise<void>,
 ): Promise<string[]> {
   const tags = new Map(readJournal(folder).map((e) => [e.when, e.tag]));
@@ -42,7 +42,7 @@ async function applyPending(
   try {
     await client.query('CREATE SCHEMA IF NOT EXISTS "drizzle"');
     await client.query(`CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint)`);
-    for (const migration of readMigrationFiles({ migrationsFolder: folder }).filter((m) => m.folderMillis > last)) {
+    for (const migration of readMigrationFiles({ migrationsFolder: folder }).filter((m) => !done.has(m.folderMillis))) {
       for (const statement of migration.sql) if (statement.trim()) await client.query(statement);
       await client.query(`INSERT INTO ${MIGRATIONS_TABLE} (hash, created_at) VALUES ($1, $2)`, [migration.hash, migration.folderMillis]);
       applied.push(tags.get(migration.folderMillis) ?? String(migration.folderMillis));
@@ -79,7 +79,7 @@ export async function applyPgMigrations(
       const status = refuseUnknown(statusOf(done, folder));
       if (status.pending.length === 0) return { applied: [] };
       try {
-        return { applied: await applyPending(client, folder, Math.max(Number.NEGATIVE_INFINITY, ...done), afterApplied) };
+        return { applied: await applyPending(client, folder, new Set(done), afterApplied) };
       } catch (error) {
         throw new MigrationError(`migration failed, nothing was applied: ${(error as Error).message}`);
       }
