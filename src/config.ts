@@ -24,13 +24,15 @@ const token = z
   .describe('at least 16 visible ASCII characters');
 /** scheme://host[:port], the host a name, an IPv4 address or a bracketed IPv6 one (http://[::1]:3000). */
 const ORIGIN = /^(https?:\/\/)([a-z0-9.-]+|\[[0-9a-f:.]+\])(:\d{1,5})?$/i;
+/** A port of an origin (`:8080`, or none) that a connection can have: 1–65535. */
+const isPortOf = (port: string) => port === '' || (Number(port.slice(1)) >= 1 && Number(port.slice(1)) <= 65535);
 /**
  * An origin as a browser's Origin header carries it (lower case; an IPv6 address in its shortest form,
  * `[0:0::1]` as `[::1]`), or undefined when it is none.
  */
 function canonicalOrigin(origin: string): string | undefined {
   const [, scheme, host, port = ''] = ORIGIN.exec(origin) ?? [];
-  if (scheme === undefined || host === undefined) return undefined;
+  if (scheme === undefined || host === undefined || !isPortOf(port)) return undefined;
   if (!host.startsWith('[')) return origin.toLowerCase();
   if (!URL.canParse(`http://${host}`)) return undefined;
   return `${scheme.toLowerCase()}${new URL(`http://${host}`).hostname}${port}`;
@@ -53,7 +55,7 @@ const origins = z
     return list;
   })
   .describe(
-    '* or a comma-separated list of origins: http:// or https://, a host name, an IPv4 address or an IPv6 one in brackets, an optional port',
+    '* or a comma-separated list of origins: http:// or https://, a host name, an IPv4 address or an IPv6 one in brackets, an optional port (1–65535)',
   );
 
 /** Every variable: its name, default, documentation and parser. The README table mirrors this (test/config.test.ts checks it). */
@@ -70,7 +72,12 @@ export const VARIABLES = {
     env: 'DATABASE_PATH',
     default: 'data/app.db',
     doc: 'SQLite file, created with its folder on first start',
-    schema: z.string().min(1).describe('a file path'),
+    // SQLite opens a temporary database for a blank name, which loses every write at exit; white space at
+    // either end would name another file than the one meant. (`:memory:`, asked for by name, is SQLite's own.)
+    schema: z
+      .string()
+      .regex(/^\S(?:[\s\S]*\S)?$/)
+      .describe('a file path, without white space at either end'),
   },
   databaseSynchronous: {
     env: 'DATABASE_SYNCHRONOUS',

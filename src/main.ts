@@ -160,7 +160,9 @@ async function serve(config: Config, logger: Logger): Promise<void> {
   // Said last: whoever waits for this line (a test, a supervisor) may signal at once, and the line is
   // written by another thread, which may run before this one registers its handlers.
   const address = server.address();
-  const where = typeof address === 'object' && address ? `http://${config.host}:${address.port}` : String(address);
+  // An IPv6 address is bracketed in a URL (http://[::1]:3000).
+  const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+  const where = typeof address === 'object' && address ? `http://${host}:${address.port}` : String(address);
   logger.info({ address: where, database: isPostgres(database) ? database.url : config.databasePath }, `restable listening on ${where}`);
 }
 

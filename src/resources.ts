@@ -1,7 +1,15 @@
 // The registry: everything the service knows about its resource kinds, derived once from the
 // drizzle schema. Routes, validation and (later) documentation all read from here, nowhere else.
 import { createTableRelationsHelpers, extractTablesRelationalConfig, getTableColumns, is, Many, normalizeRelation, One } from 'drizzle-orm';
-import { getTableConfig, getViewConfig, SQLiteColumn, SQLiteNumeric, SQLiteTable, SQLiteView } from 'drizzle-orm/sqlite-core';
+import {
+  type ForeignKey as DrizzleForeignKey,
+  getTableConfig,
+  getViewConfig,
+  SQLiteColumn,
+  SQLiteNumeric,
+  SQLiteTable,
+  SQLiteView,
+} from 'drizzle-orm/sqlite-core';
 import { createInsertSchema } from 'drizzle-zod';
 import { z } from 'zod';
 import { customKindOf, isInteger } from './db/columns.js';
@@ -293,6 +301,8 @@ function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () =>
     else if (custom === 'untyped') rules[key] = () => z.union([z.string(), z.number()]);
     // As drizzle-zod checks an integer() column: a safe integer, which JSON carries exactly.
     else if (custom === 'integer') rules[key] = () => z.int();
+    // Any finite number: drizzle-zod bounds a REAL by ±(2^47 − 1), as for MySQL's, while SQLite stores any double (1e308).
+    else if (column.columnType === 'SQLiteReal') rules[key] = () => z.number();
     // Any JSON value, taken as parsed: drizzle-zod's record would copy an object member by member, and lose
     // a `__proto__` member (an ordinary name in JSON) on the way.
     else if (column.dataType === 'json')
@@ -336,12 +346,23 @@ function keyColumnsOf(table: SQLiteTable, columns: Record<string, SQLiteColumn>)
     .map(([key]) => key);
 }
 
+/**
+ * Names of tables the service (restable_…: the change feed, search indexes, keys, secrets), drizzle
+ * (its migrations) or SQLite keep; table names are compared without case, as SQLite does.
+ */
+const OWN_TABLE = /^(restable_|__drizzle_migrations$|sqlite_)/i;
+
 function toResource(source: SQLiteTable | SQLiteView): Resource {
   const view = is(source, SQLiteView);
   const name = view ? getViewConfig(source).name : getTableConfig(source).name;
   checkSegment(name, view ? 'view' : 'table');
   if ((SERVICE_PATHS as readonly string[]).includes(name)) {
     throw new RegistryError(`table "${name}" collides with the service path /${name}; rename the table`);
+  }
+  if (OWN_TABLE.test(name)) {
+    throw new RegistryError(
+      `table "${name}" has a name kept for the service's own tables (restable_…, __drizzle_migrations, sqlite_…); rename the table`,
+    );
   }
   const columns = (view ? getViewConfig(source).selectedFields : getTableColumns(source)) as Record<string, SQLiteColumn>;
   for (const [key, column] of Object.entries(columns)) {
@@ -480,6 +501,10 @@ function addExpansions(relation: Relation, toOne: string | undefined): void {
   if (toOne) add(child, { name: toOne, cardinality: 'one', target: parent, field });
 }
 
+/** Whether a foreign key names its parent by the parent's one key column: then it is a related path. */
+const namesKey = (ref: ReturnType<DrizzleForeignKey['reference']>, parent: Resource) =>
+  ref.columns.length === 1 && parent.key.length === 1 && ref.foreignColumns[0] === parent.key[0]?.column;
+
 function toRelations(resources: Resource[], schema: Record<string, unknown>): Relation[] {
   const byTable = new Map(resources.map((r) => [r.table as SQLiteTable, r]));
   const explicit = explicitRelationNames(schema);
@@ -493,7 +518,7 @@ function toRelations(resources: Resource[], schema: Record<string, unknown>): Re
       const column = ref.columns[0] as SQLiteColumn;
       const field = child.fieldOfColumn.get(column.name) as string;
       const onDelete = fk.onDelete ?? 'no action';
-      const byKey = ref.columns.length === 1 && parent.key.length === 1 && ref.foreignColumns[0] === parent.key[0]?.column;
+      const byKey = namesKey(ref, parent);
       const fields = ref.columns.map((c) => child.fieldOfColumn.get(c.name) as string);
       parent.referencedBy.push({ child, field: fields.join(', '), onDelete, byKey });
       const targets = ref.foreignColumns.map((c) => parent.fields.find((f) => f.column === c));
@@ -504,7 +529,8 @@ function toRelations(resources: Resource[], schema: Record<string, unknown>): Re
       // A related path needs a parent element named by one key column (a composite reference names no single path).
       if (!byKey) continue;
       child.foreignKeys.push({ field, parent, onDelete });
-      const siblings = foreignKeys.filter((other) => other.ref.foreignTable === ref.foreignTable);
+      // Only the others that are related paths too: a reference to another unique field (an e-mail) needs no name.
+      const siblings = foreignKeys.filter((other) => other.ref.foreignTable === ref.foreignTable && namesKey(other.ref, parent));
       const name = explicit.many.get(column) ?? (siblings.length === 1 ? child.name : undefined);
       if (!name) {
         throw new RegistryError(

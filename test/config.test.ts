@@ -100,9 +100,29 @@ test('CORS_ORIGINS takes IPv6 literal origins, written as browsers write them', 
     'http://app.example.com',
     'http://127.0.0.1:5173',
   ]);
-  for (const bad of ['http://[::g]:3000', 'http://[]', 'http://[::1', 'http://::1', 'ftp://[::1]', 'http://[::1]/']) {
+  for (const bad of [
+    'http://[::g]:3000',
+    'http://[]',
+    'http://[::1',
+    'http://::1',
+    'ftp://[::1]',
+    'http://[::1]/',
+    'http://a.example:99999',
+    'http://a.example:0',
+  ]) {
     assert.match(refusal({ CORS_ORIGINS: bad }), /^CORS_ORIGINS=.* is invalid: expected \* or a comma-separated list of origins/, bad);
   }
+});
+
+test('DATABASE_PATH: white space at either end, or a blank one, is refused (SQLite would open another file, or a temporary database)', () => {
+  for (const bad of [' ', '  app.db', 'app.db ', '\tdata/app.db']) {
+    assert.match(
+      refusal({ DATABASE_PATH: bad }),
+      /^DATABASE_PATH=.* is invalid: expected a file path, without white space at either end/,
+      JSON.stringify(bad),
+    );
+  }
+  assert.is(parseConfig({ DATABASE_PATH: 'my data/app.db' }).databasePath, 'my data/app.db');
 });
 
 test("the README's configuration table lists every variable with its default and, word for word, what it accepts", () => {

@@ -584,10 +584,26 @@ const uniqueReferences = servedFrom(
   'an existing database: foreign keys to a unique field other than the key',
   `CREATE TABLE "Employee" ("id" INTEGER PRIMARY KEY, "email" TEXT NOT NULL UNIQUE);
              CREATE TABLE "Desk" ("id" INTEGER PRIMARY KEY, "code" TEXT NOT NULL UNIQUE);
-             CREATE TABLE "Mail" ("id" INTEGER PRIMARY KEY, "to" TEXT REFERENCES "Employee" ("email"), "desk" TEXT REFERENCES "Desk" ("code"));
+             CREATE TABLE "Mail" ("id" INTEGER PRIMARY KEY, "to" TEXT REFERENCES "Employee" ("email"), "desk" TEXT REFERENCES "Desk" ("code"),
+               "sender" INTEGER REFERENCES "Employee" ("id"));
              INSERT INTO "Employee" VALUES (1, 'ada@example.com'), (2, 'bob@example.com');
              INSERT INTO "Desk" VALUES (1, 'D1');
-             INSERT INTO "Mail" VALUES (1, 'ada@example.com', 'D1');`,
+             INSERT INTO "Mail" VALUES (1, 'ada@example.com', 'D1', 1);`,
+);
+
+uniqueReferences(
+  'only the foreign key to the key is a related path: the one to another unique field needs no name',
+  async ({ service }) => {
+    // Two foreign keys from Mail to Employee, one to its key: the one related path keeps the child's name.
+    const paths = service.app.registry.routes.filter((r) => r.kind === 'related').map((r) => r.path);
+    assert.equal(paths, ['/Employee/{id}/Mail']);
+    const mail = await service.request('GET', '/Employee/1/Mail');
+    assert.is(mail.status, 200, mail.text);
+    assert.equal(
+      mail.body.map((m: { id: number }) => m.id),
+      [1],
+    );
+  },
 );
 
 uniqueReferences(

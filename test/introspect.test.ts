@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { cpSync, existsSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { generateSQLiteDrizzleJson, generateSQLiteMigration } from 'drizzle-kit/api';
 import { getTableColumns, is } from 'drizzle-orm';
 import { getTableConfig, getViewConfig, type SQLiteColumn, SQLiteTable, SQLiteView } from 'drizzle-orm/sqlite-core';
 import { suite } from 'uvu';
@@ -279,6 +280,14 @@ Edges('writes a module that loads and type-checks for reserved, clashing and non
     assert.is(text.ratio?.default, 1.5);
     assert.is(text.flag?.default, 1);
     assert.ok(text.twice?.generated, 'the generated column stays generated');
+    // The table as drizzle-kit would create it again (a migration that rebuilds it): SQL defaults keep their parentheses.
+    const created = await generateSQLiteMigration(
+      await generateSQLiteDrizzleJson({}),
+      await generateSQLiteDrizzleJson({ text: sourceNamed(run.schema, 'text') }),
+    );
+    const scratch = new Database(':memory:');
+    for (const statement of created) scratch.exec(statement);
+    scratch.close();
     const sales = getTableConfig(sourceNamed(run.schema, '2020 Sales') as SQLiteTable);
     const references = sales.foreignKeys.map((fk) =>
       fk
@@ -455,6 +464,34 @@ Project('refuses a column named __proto__ in one line, before changing any file'
     assert.equal(project.files(), before);
   } finally {
     project.remove();
+  }
+});
+
+Project('refuses, in one line and before recording anything, a table the service could not serve or would make itself', () => {
+  for (const [sql, refusal] of [
+    [
+      'CREATE TABLE "_batch" ("id" INTEGER PRIMARY KEY); CREATE TABLE "docs" ("id" INTEGER PRIMARY KEY);',
+      /collides with the service path \/_batch; rename the table, then introspect again$/,
+    ],
+    [
+      'CREATE TABLE "t" ("id" INTEGER PRIMARY KEY); CREATE TABLE "restable_secrets" ("k" TEXT);',
+      /has tables named like restable's own \(restable_secrets\), which restable did not make: rename them first$/,
+    ],
+  ] as const) {
+    const project = petShopProject(sql);
+    try {
+      const before = project.files();
+      const refused = introspect(project.args);
+      assert.is(refused.code, 1, refused.stderr);
+      assert.is(refused.stderr.trim().split('\n').length, 1, refused.stderr);
+      assert.match(refused.stderr.trim(), refusal);
+      assert.equal(project.files(), before);
+      const recorded = new Database(project.db, { readonly: true });
+      assert.not.ok(recorded.prepare("SELECT 1 FROM sqlite_master WHERE name = '__drizzle_migrations'").get(), 'nothing recorded');
+      recorded.close();
+    } finally {
+      project.remove();
+    }
   }
 });
 

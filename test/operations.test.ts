@@ -337,6 +337,9 @@ backups('`backup` takes a consistent copy while the service is writing', async (
       [{ DATABASE_PATH: join(temp.dir, 'nowhere', 'app.db') }, []],
       [{ ...env, DATABASE_URL: 'postgres://u@127.0.0.1:1/db' }, []],
       [env, ['a.db', 'b.db']],
+      // The database itself, by another spelling, and its WAL: renamed into place, the copy would swap the file under the service.
+      [env, [join(temp.dir, '.', 'live.db')]],
+      [env, [`${env.DATABASE_PATH}-wal`]],
     ];
     for (const [variables, args] of refusals) {
       const failure = await runScript('cli/backup.js', variables, args);

@@ -182,6 +182,11 @@ registry('related paths named with drizzle relations() are served under those na
 registry('a table named like a service path, or two routes on one path, are start-up errors', () => {
   const healthz = sqliteTable('healthz', { id: integer('id').primaryKey() });
   assert.throws(() => createRegistry({ healthz }), /collides with the service path \/healthz/);
+  // The service's own tables (the change feed, its secrets), drizzle's and SQLite's, in any case.
+  for (const name of ['restable_changes', 'Restable_Secrets', '__drizzle_migrations', 'sqlite_stuff']) {
+    const own = sqliteTable(name, { id: integer('id').primaryKey() });
+    assert.throws(() => createRegistry({ own }), new RegExp(`table "${name}" has a name kept for the service's own tables`), name);
+  }
   const a = sqliteTable('a', { id: integer('id').primaryKey() });
   const b = sqliteTable('b', { id: integer('id').primaryKey(), aId: integer('a_id').references(() => a.id) });
   const c = sqliteTable('c', { id: integer('id').primaryKey(), aId: integer('a_id').references(() => a.id) });

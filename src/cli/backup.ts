@@ -1,11 +1,23 @@
 // `npm run backup -- [file]`: an online, consistent copy of the configured database, safe while the
 // service is serving; a progress bar on a terminal; the copy is integrity-checked before it counts.
 import { existsSync, statSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { SingleBar } from 'cli-progress';
 import { ConfigError, parseConfig } from '../config.js';
 import { type BackupProgress, backupDatabase, defaultBackupPath } from '../db/backup.js';
+
+/** Whether two paths name one file: the same path once resolved, or (both existing) the same inode. */
+function sameFile(a: string, b: string): boolean {
+  if (resolve(a) === resolve(b)) return true;
+  try {
+    const [x, y] = [statSync(a), statSync(b)];
+    return x.dev === y.dev && x.ino === y.ino;
+  } catch {
+    return false;
+  }
+}
 
 try {
   const { positionals } = parseArgs({ allowPositionals: true });
@@ -15,6 +27,13 @@ try {
   if (positionals.length > 1) throw new ConfigError('usage: npm run backup -- [file]');
   if (!existsSync(config.databasePath)) throw new ConfigError(`there is no database at ${config.databasePath} to back up`);
   const destination = positionals[0] ?? defaultBackupPath(config.databasePath);
+  // Renamed into place, a copy over the database (or its WAL) would swap the file under a running service,
+  // whose later writes would go to the unlinked one and be lost.
+  if (
+    sameFile(destination, config.databasePath) ||
+    ['-wal', '-shm', '-journal'].some((s) => sameFile(destination, `${config.databasePath}${s}`))
+  )
+    throw new ConfigError(`${destination} is the database itself (or one of its files): back it up to another file`);
   const source = new Database(config.databasePath, { readonly: true, fileMustExist: true, timeout: 5000 });
   const bar = process.stderr.isTTY
     ? new SingleBar({ format: 'backup [{bar}] {percentage}% | {value}/{total} pages', stream: process.stderr })
@@ -26,6 +45,7 @@ try {
   };
   try {
     await backupDatabase(source, destination, progress);
+    bar?.update(bar.getTotal()); // the last step reports no progress of its own
   } finally {
     bar?.stop();
     source.close();

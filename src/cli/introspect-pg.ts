@@ -80,7 +80,8 @@ export async function readPgDatabase(db: pg.ClientBase): Promise<DatabaseModel> 
         WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v') AND NOT c.relispartition ORDER BY c.oid`,
     )
   ).rows;
-  const skipped = relations.filter((r) => r.name.startsWith('restable_')).map((r) => `${r.name} (restable's own table)`);
+  const own = relations.filter((r) => r.name.startsWith('restable_')).map((r) => r.name);
+  const skipped = own.map((name) => `${name} (restable's own table)`);
   const columns = (
     await db.query<{
       table: string;
@@ -218,7 +219,7 @@ export async function readPgDatabase(db: pg.ClientBase): Promise<DatabaseModel> 
       ...(relation.view ? { select: relation.view.trim().replace(/;$/, '') } : {}),
     });
   }
-  return { tables, skipped };
+  return { tables, skipped, own };
 }
 
 /** How many migrations the database records already (none on a database no migrator has touched). */

@@ -14,6 +14,7 @@ import { readMigrationFiles } from 'drizzle-orm/migrator';
 import pg from 'pg';
 import * as internal from '../db/internal-schema.js';
 import { redactUrl } from '../db/postgres.js';
+import { createRegistry, RegistryError } from '../resources.js';
 import { generatePgMigration, type JournalEntry } from './generate.js';
 import { pgRecordedMigrations, readPgDatabase, recordPgBaseline } from './introspect-pg.js';
 import { runAsCommand, UsageError } from './usage.js';
@@ -92,6 +93,8 @@ export interface DatabaseModel {
   tables: TableModel[];
   /** Tables left out, with why (virtual tables, their shadow tables, restable's own). */
   skipped: string[];
+  /** The tables left out as restable's own (restable_…): in a file restable never migrated, someone else's. */
+  own: string[];
 }
 
 interface Token {
@@ -192,12 +195,15 @@ export function readDatabase(sqlite: Database.Database): DatabaseModel {
   const sqlOf = new Map(master.map((r) => [r.name, r.sql ?? '']));
   const created = new Map(master.map((r, i) => [r.name, (r.type === 'view' ? master.length : 0) + i]));
   const skipped: string[] = [];
+  const own: string[] = [];
   const kept = listed
     .filter((t) => {
       if (t.name.startsWith('sqlite_') || t.name === MIGRATIONS_TABLE) return false;
       if (t.type === 'virtual' || t.type === 'shadow') skipped.push(`${t.name} (a ${t.type} table)`);
-      else if (t.name.startsWith('restable_')) skipped.push(`${t.name} (restable's own)`);
-      else return true;
+      else if (t.name.toLowerCase().startsWith('restable_')) {
+        skipped.push(`${t.name} (restable's own)`);
+        own.push(t.name);
+      } else return true;
       return false;
     })
     .sort((a, b) => (created.get(a.name) ?? 0) - (created.get(b.name) ?? 0));
@@ -242,7 +248,7 @@ export function readDatabase(sqlite: Database.Database): DatabaseModel {
   });
   const byName = new Map(tables.map((t) => [t.name, t]));
   for (const table of tables) if (table.kind === 'table') readForeignKeys(sqlite, table, byName, byLowerName);
-  return { tables, skipped };
+  return { tables, skipped, own };
 }
 
 function readIndexes(sqlite: Database.Database, table: TableModel, sqlOf: Map<string, string>): void {
@@ -376,9 +382,10 @@ function defaultOf(text: string | null, builder: ReturnType<typeof builderOf>): 
   }
   if (literal !== undefined && ['text', 'dateText', 'numeric', 'untyped'].includes(builder)) return str(literal);
   if (builder === 'integer' && /^(TRUE|FALSE)$/i.test(text)) return text.toUpperCase() === 'TRUE' ? '1' : '0';
-  // drizzle-kit puts SQL defaults in parentheses itself.
-  const inner = text.startsWith('(') && tokens.findIndex((t) => t.value === ')' && t.depth === 0) === tokens.length - 1;
-  return sqlTag(inner ? text.slice(1, -1) : text);
+  // SQLite reports an expression default without the parentheses its declaration needs, and drizzle-kit writes an
+  // SQL default as it is given: `DEFAULT lower(hex(…))` is a syntax error, so a migration rebuilding the table
+  // would fail. A single token (CURRENT_TIMESTAMP, a literal) stands alone; anything else is put back in them.
+  return sqlTag(tokens.length === 1 ? text : `(${text})`);
 }
 
 /** A json-mode column's default as the value it holds (drizzle serializes it): `'{"a":1}'` → `{"a":1}`; else as SQL. */
@@ -444,9 +451,14 @@ function namedRelations(tables: TableModel[], names: Names): NamedRelation[] {
   const byName = new Map(tables.map((t) => [t.name, t]));
   const segments = new Set(tables.map((t) => t.name));
   const named: NamedRelation[] = [];
+  // Only a foreign key to the parent's primary key is a related path (API.md §1); one to another unique column is not.
+  const toKey = (fk: ForeignKeyModel) => {
+    const key = byName.get(fk.parent)?.key ?? [];
+    return fk.to.length === key.length && fk.to.every((column, i) => column.toLowerCase() === key[i]?.toLowerCase());
+  };
   for (const child of tables) {
-    for (const fk of child.foreignKeys) {
-      const siblings = child.foreignKeys.filter((other) => other.parent === fk.parent);
+    for (const fk of child.foreignKeys.filter(toKey)) {
+      const siblings = child.foreignKeys.filter((other) => other.parent === fk.parent && toKey(other));
       const parentFields = new Set(names.fields.get(fk.parent)?.values());
       if (fk.from.length !== 1 || (siblings.length < 2 && !parentFields.has(child.name))) continue;
       const column = fk.from[0] as string;
@@ -828,6 +840,12 @@ export async function introspect(options: IntrospectOptions): Promise<void> {
     }
     if (model.tables.length === 0) throw new UsageError(`${source} has no table or view to serve`);
 
+    // Tables named like restable's own in a file restable never migrated are someone else's: the first start would make its own.
+    if (model.own.length > 0) {
+      throw new UsageError(
+        `${source} has tables named like restable's own (${model.own.join(', ')}), which restable did not make: rename them first`,
+      );
+    }
     const lost = nameSnapshotsLose(model);
     if (lost)
       throw new UsageError(`${source}: ${lost} cannot be declared: drizzle-kit's migration snapshots lose that name; rename it first`);
@@ -845,6 +863,14 @@ export async function introspect(options: IntrospectOptions): Promise<void> {
     try {
       writeFileSync(staged.schema, formatted(generated.source));
       const schema = { ...(await import(`${pathToFileURL(staged.schema).href}?t=${Date.now()}`)) } as Record<string, unknown>;
+      // What the service would refuse at start (a table named like a service path): refused now, before the
+      // baseline is recorded in the file, which would leave it managed by migrations that cannot be served.
+      try {
+        createRegistry(schema);
+      } catch (error) {
+        if (error instanceof RegistryError) throw new UsageError(`${source}: ${error.message}, then introspect again`);
+        throw error;
+      }
 
       // The baseline is the database as it is; restable's own tables come after it and run at first start.
       const baseline = await generateSQLiteDrizzleJson(schema);
