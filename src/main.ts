@@ -7,8 +7,8 @@ import type { Logger } from 'pino';
 import { createApp } from './app.js';
 import { type Config, ConfigError, parseConfig, postgresOptions } from './config.js';
 import { closeDatabase, type DatabaseHandle, DatabaseOpenError, openDatabase } from './db/client.js';
-import { applyMigrations, MigrationError } from './db/migrate.js';
-import { applyPgMigrations } from './db/pg-migrate.js';
+import { applyMigrations, changedMigrations, MigrationError } from './db/migrate.js';
+import { applyPgMigrations, pgChangedMigrations } from './db/pg-migrate.js';
 import { closePostgres, isPostgres, openPostgres, type PostgresHandle } from './db/postgres.js';
 import * as schema from './db/schema.js';
 import { startRateLimitPrimary } from './load.js';
@@ -35,6 +35,18 @@ async function close(database: Database): Promise<string | undefined> {
   return undefined;
 }
 
+/** `host:port`, an IPv6 address bracketed as in a URL (`[::1]:3000`). */
+const hostPort = ({ host, port }: { host: string; port: number }) => `${host.includes(':') ? `[${host}]` : host}:${port}`;
+
+/** Says which applied migrations were edited after they ran: served all the same, but the files no longer say what the database holds. */
+function warnChanged(logger: Logger, database: string, changed: string[]): void {
+  if (changed.length === 0) return;
+  logger.warn(
+    { database, changed },
+    `${changed.length} applied migration(s) changed since they ran (another file than the one applied): a database migrated from these files would differ from this one`,
+  );
+}
+
 /** Connects to PostgreSQL and applies its pending migrations (one instance at a time: an advisory lock). */
 async function migratePostgres(url: string, config: Config, logger: Logger, registry: Registry): Promise<PostgresHandle> {
   const database = openPostgres(url, postgresOptions(config));
@@ -42,6 +54,7 @@ async function migratePostgres(url: string, config: Config, logger: Logger, regi
     await loadPostgresStore();
     const { applied } = await applyPgMigrations(database, undefined, (client) => installPgOn(client, registry.resources));
     logger.info({ database: database.url, applied }, applied.length ? `applied ${applied.length} migration(s)` : 'database is up to date');
+    warnChanged(logger, database.url, await pgChangedMigrations(database));
     return database;
   } catch (error) {
     await closePostgres(database);
@@ -65,6 +78,7 @@ async function migrate(config: Config, logger: Logger, registry: Registry): Prom
       { database: config.databasePath, applied, backup },
       applied.length ? `applied ${applied.length} migration(s)` : 'database is up to date',
     );
+    warnChanged(logger, config.databasePath, changedMigrations(database));
     return database;
   } catch (error) {
     closeDatabase(database);
@@ -79,7 +93,7 @@ async function migrate(config: Config, logger: Logger, registry: Registry): Prom
  */
 async function checkBeforeMigrating(config: Config): Promise<Registry> {
   await lookup(config.host).catch((error: NodeJS.ErrnoException) => {
-    throw new ListenError(`cannot listen on ${config.host}:${config.port}: ${error.code ?? error.message} (HOST names no address)`);
+    throw new ListenError(`cannot listen on ${hostPort(config)}: ${error.code ?? error.message} (HOST names no address)`);
   });
   return createRegistry(schema);
 }
@@ -112,7 +126,7 @@ async function serve(config: Config, logger: Logger): Promise<void> {
     app.close();
     await close(database);
     const { code, message } = error as NodeJS.ErrnoException;
-    throw new ListenError(`cannot listen on ${config.host}:${config.port}: ${code ?? message}`);
+    throw new ListenError(`cannot listen on ${hostPort(config)}: ${code ?? message}`);
   }
   /**
    * Stop accepting, answer /readyz with 503, let requests in flight finish (bounded), then
@@ -160,9 +174,7 @@ async function serve(config: Config, logger: Logger): Promise<void> {
   // Said last: whoever waits for this line (a test, a supervisor) may signal at once, and the line is
   // written by another thread, which may run before this one registers its handlers.
   const address = server.address();
-  // An IPv6 address is bracketed in a URL (http://[::1]:3000).
-  const host = config.host.includes(':') ? `[${config.host}]` : config.host;
-  const where = typeof address === 'object' && address ? `http://${host}:${address.port}` : String(address);
+  const where = typeof address === 'object' && address ? `http://${hostPort({ host: config.host, port: address.port })}` : String(address);
   logger.info({ address: where, database: isPostgres(database) ? database.url : config.databasePath }, `restable listening on ${where}`);
 }
 

@@ -557,10 +557,18 @@ function toRoutes(resources: Resource[], relations: Relation[]): Route[] {
     ),
     ...relations.map((rel) => route('related', rel.child, `${rel.parent.path}/{id}/${encodeURIComponent(rel.name)}`, rel)),
   ];
-  const seen = new Set<string>();
-  for (const { path } of routes) {
-    if (seen.has(path)) throw new RegistryError(`two routes would both be ${path}; give one of them another name`);
-    seen.add(path);
+  const seen = new Map<string, Route>();
+  /** What makes a route, for the error that names both: its table, or the foreign key of a related path. */
+  const origin = ({ resource, relation }: Route) =>
+    relation ? `the foreign key ${relation.child.name}.${relation.field} → ${relation.parent.name}` : `the table ${resource.name}`;
+  for (const route of routes) {
+    const first = seen.get(route.path);
+    if (first) {
+      throw new RegistryError(
+        `two routes would both be ${route.path}; give one of them another name (${origin(first)}, and ${origin(route)})`,
+      );
+    }
+    seen.set(route.path, route);
   }
   return routes;
 }

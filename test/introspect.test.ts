@@ -471,7 +471,7 @@ Project('refuses, in one line and before recording anything, a table the service
   for (const [sql, refusal] of [
     [
       'CREATE TABLE "_batch" ("id" INTEGER PRIMARY KEY); CREATE TABLE "docs" ("id" INTEGER PRIMARY KEY);',
-      /collides with the service path \/_batch; rename the table, then introspect again$/,
+      /collides with the service path \/_batch; rename the table in the database, then introspect again$/,
     ],
     [
       'CREATE TABLE "t" ("id" INTEGER PRIMARY KEY); CREATE TABLE "restable_secrets" ("k" TEXT);',

@@ -1,16 +1,15 @@
 // Operations (issue 6): migrate --status, backups before migrating and while serving, failed
 // migrations that change nothing, downgrade refusal, concurrent first starts, graceful shutdown.
 // All over the tests' pet shop and its migrations, so a user's schema change does not move them.
-import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { generateSearchMigration, rebuiltTables } from '../src/cli/generate.js';
 import { closeDatabase, openDatabase } from '../src/db/client.js';
-import { applyMigrations, MigrationError, migrationStatus } from '../src/db/migrate.js';
+import { applyMigrations, changedMigrations, MigrationError, migrationStatus } from '../src/db/migrate.js';
 import { createRegistry } from '../src/resources.js';
 import { installSqlite } from '../src/store/changes.js';
 import { userSample } from './fixtures.js';
@@ -163,47 +162,63 @@ const PETS_REBUILT = [
   'CREATE INDEX `pets_owner_id_idx` ON `pets` (`owner_id`);',
 ].join('--> statement-breakpoint\n');
 
+/** drizzle-kit's rebuild of `notes` (text-keyed: the copy gives its rows new rowids). */
+const NOTES_REBUILT = [
+  'CREATE TABLE `__new_notes` (`key` text PRIMARY KEY NOT NULL, `pet_id` integer, `body` text, FOREIGN KEY (`pet_id`) REFERENCES `pets`(`id`));',
+  'INSERT INTO `__new_notes`("key", "pet_id") SELECT "key", "pet_id" FROM `notes`;',
+  'DROP TABLE `notes`;',
+  'ALTER TABLE `__new_notes` RENAME TO `notes`;',
+].join('--> statement-breakpoint\n');
+
 migrations(
-  'a migration that rebuilds a referenced table keeps its children and its search index; one that leaves a reference dangling is refused',
+  'a migration that rebuilds referenced tables keeps their children and search index; one that leaves a reference dangling is refused',
   async () => {
     await withTempDir(async (dir) => {
       const folder = migrationsCopy(dir);
       appendMigration(
         folder,
         '0004_tags',
-        'CREATE TABLE `tags` (`id` integer PRIMARY KEY NOT NULL, `pet_id` integer, FOREIGN KEY (`pet_id`) REFERENCES `pets`(`id`) ON DELETE cascade);',
+        [
+          'CREATE TABLE `tags` (`id` integer PRIMARY KEY NOT NULL, `pet_id` integer, FOREIGN KEY (`pet_id`) REFERENCES `pets`(`id`) ON DELETE cascade);',
+          'CREATE TABLE `notes` (`key` text PRIMARY KEY NOT NULL, `pet_id` integer, FOREIGN KEY (`pet_id`) REFERENCES `pets`(`id`));',
+          // A foreign key SQLite cannot check (pets.name is no key): the database's own defect, which no migration made.
+          'CREATE TABLE `labels` (`id` integer PRIMARY KEY NOT NULL, `pet_name` text REFERENCES `pets`(`name`));',
+        ].join('--> statement-breakpoint\n'),
       );
       const database = openDatabase(join(dir, 'rebuilt.db'));
       try {
         await applyMigrations(database, folder);
         const { sqlite } = database;
+        sqlite.pragma('foreign_keys = OFF');
+        // A note about a pet that is gone, written with foreign keys off: it references nothing before any migration.
         sqlite.exec(`INSERT INTO users (id, name, email, created_at, updated_at) VALUES (1, 'Ada', 'ada@x.io', 'x', 'x');
                      INSERT INTO pets (id, name, species, owner_id, created_at, updated_at) VALUES (1, 'Rex', 'dog', 1, 'x', 'x');
                      INSERT INTO tags (id, pet_id) VALUES (1, 1), (2, 1);
-                     INSERT INTO orders (user_id, pet_id, created_at, updated_at) VALUES (1, 1, 'x', 'x');`);
+                     INSERT INTO orders (user_id, pet_id, created_at, updated_at) VALUES (1, 1, 'x', 'x');
+                     INSERT INTO notes (key, pet_id) VALUES ('a', 1), ('b', 1), ('c', 99);
+                     DELETE FROM notes WHERE key = 'a';
+                     INSERT INTO labels (id, pet_name) VALUES (1, 'Rex');`);
+        sqlite.pragma('foreign_keys = ON');
         // SQLite ignores drizzle-kit's PRAGMA foreign_keys=OFF inside the migrations' transaction: without more, the
-        // DROP TABLE would delete the tags (ON DELETE CASCADE) or fail on the order (RESTRICT).
-        appendMigration(folder, '0005_pets_name_nullable', PETS_REBUILT);
-        const search = generateSearchMigration(
-          petShop,
-          folder,
-          'sqlite',
-          'pets_name_nullable',
-          rebuiltTables(join(folder, '0005_pets_name_nullable.sql')),
-        );
-        assert.ok(search.tag, 'the rebuilt table gets its search index back, though its declaration did not change');
+        // DROP TABLE would delete the tags (ON DELETE CASCADE) or fail on the order (RESTRICT); and it drops the
+        // search index's triggers with the table.
+        appendMigration(folder, '0005_pets_name_nullable', `${PETS_REBUILT}--> statement-breakpoint\n${NOTES_REBUILT}`);
         const { applied } = await applyMigrations(database, folder, join(dir, 'backup.db'));
-        assert.equal(applied, ['0005_pets_name_nullable', search.tag]);
+        assert.equal(applied, ['0005_pets_name_nullable']);
         assert.is(sqlite.prepare('SELECT count(*) FROM tags WHERE pet_id = 1').pluck().get(), 2, 'the children are still there');
         assert.is(sqlite.prepare('SELECT count(*) FROM orders').pluck().get(), 1);
+        assert.equal(sqlite.prepare('SELECT key FROM notes ORDER BY key').pluck().all(), ['b', 'c'], 'the note about no pet, as it was');
         assert.is(sqlite.pragma('foreign_keys', { simple: true }), 1, 'foreign keys are enforced again');
+        // (Writes to pets stay off foreign keys: with them on, labels' unusable one refuses every write to its parent.)
+        sqlite.pragma('foreign_keys = OFF');
         sqlite.exec("INSERT INTO pets (id, name, species, created_at, updated_at) VALUES (2, 'Zebra', 'other', 'x', 'x')");
         sqlite.exec("UPDATE pets SET name = 'Fido' WHERE id = 1");
+        sqlite.pragma('foreign_keys = ON');
         const found = (word: string) =>
           sqlite.prepare('SELECT rowid FROM restable_search_pets WHERE restable_search_pets MATCH ?').pluck().all(word);
         assert.equal([found('zebra'), found('fido'), found('rex')], [[2], [1], []], 'the index follows writes after the rebuild');
 
-        appendMigration(folder, '0007_orphans', 'DELETE FROM users WHERE id = 1;');
+        appendMigration(folder, '0006_orphans', 'DELETE FROM users WHERE id = 1;');
         try {
           await applyMigrations(database, folder, join(dir, 'backup2.db'));
           assert.unreachable('a migration that leaves a pet and an order without their user must fail');
@@ -212,7 +227,7 @@ migrations(
           // The pet (SET NULL) and the order (RESTRICT) would both point at the deleted user.
           assert.match(
             (error as Error).message,
-            /^migration failed, nothing was applied: 2 row\(s\) would reference nothing \(the first: pets rowid 1, whose users is missing\)/,
+            /^migration failed, nothing was applied: 2 row\(s\) would reference nothing \(the first in orders, whose users is missing\)/,
           );
         }
         assert.is(sqlite.prepare('SELECT count(*) FROM users').pluck().get(), 1);
@@ -245,6 +260,23 @@ migrations('a migration merged after a newer one was applied is pending, and app
       assert.equal((await applyMigrations(database, folder, join(dir, 'backup.db'))).applied, [TAGS[2]]);
       assert.ok(tables(database.sqlite.name).includes('restable_secrets'));
       assert.equal(migrationStatus(database, folder).pending, []);
+    } finally {
+      closeDatabase(database);
+    }
+  });
+});
+
+migrations('an applied migration edited afterwards is reported as changed (its sha256 is not the one that ran)', async () => {
+  await withTempDir(async (dir) => {
+    const folder = migrationsCopy(dir);
+    const database = openDatabase(join(dir, 'edited.db'));
+    try {
+      await applyMigrations(database, folder);
+      assert.equal(changedMigrations(database, folder), []);
+      const file = join(folder, `${TAGS[1]}.sql`);
+      writeFileSync(file, `${readFileSync(file, 'utf8')}\n--> statement-breakpoint\nCREATE INDEX later_idx ON users (name);`);
+      assert.equal(changedMigrations(database, folder), [TAGS[1]]);
+      assert.equal(migrationStatus(database, folder).pending, [], 'still applied: nothing runs again');
     } finally {
       closeDatabase(database);
     }
@@ -337,9 +369,6 @@ backups('`backup` takes a consistent copy while the service is writing', async (
       [{ DATABASE_PATH: join(temp.dir, 'nowhere', 'app.db') }, []],
       [{ ...env, DATABASE_URL: 'postgres://u@127.0.0.1:1/db' }, []],
       [env, ['a.db', 'b.db']],
-      // The database itself, by another spelling, and its WAL: renamed into place, the copy would swap the file under the service.
-      [env, [join(temp.dir, '.', 'live.db')]],
-      [env, [`${env.DATABASE_PATH}-wal`]],
     ];
     for (const [variables, args] of refusals) {
       const failure = await runScript('cli/backup.js', variables, args);
@@ -347,6 +376,24 @@ backups('`backup` takes a consistent copy while the service is writing', async (
       assert.match(failure.output.trim(), /^backup: /);
       assert.is(failure.output.trim().split('\n').length, 1, failure.output);
     }
+    // The database itself (by other spellings, and through a link) and its WAL: renamed into place, the copy
+    // would swap the file under the running service, whose later writes would go to the unlinked one.
+    symlinkSync(env.DATABASE_PATH, join(temp.dir, 'alias.db'));
+    for (const [variables, destination] of [
+      [env, `${temp.dir}/./live.db`],
+      [env, join(temp.dir, 'alias.db')],
+      [env, `${env.DATABASE_PATH}-wal`],
+      [{ DATABASE_PATH: join(temp.dir, 'alias.db') }, `${env.DATABASE_PATH}-wal`],
+    ] as const) {
+      const refused = await runScript('cli/backup.js', variables, [destination]);
+      assert.is(refused.code, 1, refused.output);
+      assert.match(
+        refused.output.trim(),
+        /^backup: .* is the database itself \(or one of its files\): back it up to another file$/,
+        destination,
+      );
+    }
+    assert.ok(Number((await request(service.url, 'GET', '/users?count=true')).headers.get('x-total-count')) >= 50, 'the database is whole');
   } finally {
     await service.stop();
     temp.remove();

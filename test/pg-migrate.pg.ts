@@ -204,6 +204,31 @@ migrations('a failing migration applies nothing and leaves the database as it wa
   });
 });
 
+migrations('a migration merged after a newer one was applied is pending, and applied next', async () => {
+  await withTempDir(async (dir) => {
+    await withHandle(async (handle) => {
+      const folder = join(dir, 'pg');
+      cpSync(PG_FOLDER, folder, { recursive: true });
+      const journalPath = join(folder, 'meta', '_journal.json');
+      const journal = JSON.parse(readFileSync(journalPath, 'utf8'));
+      const last = journal.entries.at(-1);
+      const entry = (tag: string, offset: number, sql: string) => {
+        writeFileSync(join(folder, `${tag}.sql`), sql);
+        return { ...last, idx: last.idx + offset, when: last.when + offset, tag };
+      };
+      // main's newer migration runs first; a branch's, older, is merged into the journal before it afterwards.
+      const late = entry('0003_late', 10, 'CREATE TABLE late (id integer);');
+      const branch = entry('0002_branch', 5, 'CREATE TABLE branch (id integer);');
+      writeFileSync(journalPath, JSON.stringify({ ...journal, entries: [...journal.entries, late] }));
+      await applyPgMigrations(handle, folder);
+      writeFileSync(journalPath, JSON.stringify({ ...journal, entries: [...journal.entries, branch, late] }));
+      assert.equal(await pgMigrationStatus(handle, folder), { applied: [...TAGS, '0003_late'], pending: ['0002_branch'], unknown: 0 });
+      assert.equal(await applyPgMigrations(handle, folder), { applied: ['0002_branch'] });
+      assert.ok(await tableExists(handle, 'branch'));
+    });
+  });
+});
+
 migrations('`migrate` and `migrate -- --status` with DATABASE_URL work on PostgreSQL', async () => {
   await withDatabase(async (url) => {
     const env = { DATABASE_URL: url };

@@ -196,6 +196,8 @@ registry('a table named like a service path, or two routes on one path, are star
   assert.ok(createRegistry({ a, b, c, aRelations, bRelations, cRelations }));
   const clash = relations(a, ({ many }) => ({ b: many(c, { relationName: 'ac' }) }));
   assert.throws(() => createRegistry({ a, b, c, clash, cRelations }), /two routes would both be \/a\/\{id\}\/b;/);
+  // The error names what made each of the two.
+  assert.throws(() => createRegistry({ a, b, c, clash, cRelations }), /\(the foreign key b\.aId → a, and the foreign key c\.aId → a\)$/);
 });
 
 registry('expand names: a foreign key without Id, relations() names, and a clash with a field is a start-up error', () => {

@@ -1,18 +1,37 @@
 // `npm run backup -- [file]`: an online, consistent copy of the configured database, safe while the
 // service is serving; a progress bar on a terminal; the copy is integrity-checked before it counts.
-import { existsSync, statSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, realpathSync, statSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { SingleBar } from 'cli-progress';
 import { ConfigError, parseConfig } from '../config.js';
 import { type BackupProgress, backupDatabase, defaultBackupPath } from '../db/backup.js';
 
-/** Whether two paths name one file: the same path once resolved, or (both existing) the same inode. */
-function sameFile(a: string, b: string): boolean {
-  if (resolve(a) === resolve(b)) return true;
+/** A path as the file system resolves it: symbolic links followed, also of the folder of a file not there yet. */
+function canonical(path: string): string {
   try {
-    const [x, y] = [statSync(a), statSync(b)];
+    return realpathSync(path);
+  } catch {
+    // not there (yet): its folder's links followed, else the path as written
+  }
+  try {
+    return join(realpathSync(dirname(path)), basename(path));
+  } catch {
+    return resolve(path);
+  }
+}
+
+/**
+ * Whether `destination` is the database at `database` or one of its files (its WAL, shared memory or
+ * journal, beside the file the path resolves to): by path once links are followed, or by inode.
+ */
+function isDatabaseFile(destination: string, database: string): boolean {
+  const target = canonical(destination);
+  const real = canonical(database);
+  if (['', '-wal', '-shm', '-journal'].some((suffix) => target === `${real}${suffix}`)) return true;
+  try {
+    const [x, y] = [statSync(destination), statSync(database)];
     return x.dev === y.dev && x.ino === y.ino;
   } catch {
     return false;
@@ -29,10 +48,7 @@ try {
   const destination = positionals[0] ?? defaultBackupPath(config.databasePath);
   // Renamed into place, a copy over the database (or its WAL) would swap the file under a running service,
   // whose later writes would go to the unlinked one and be lost.
-  if (
-    sameFile(destination, config.databasePath) ||
-    ['-wal', '-shm', '-journal'].some((s) => sameFile(destination, `${config.databasePath}${s}`))
-  )
+  if (isDatabaseFile(destination, config.databasePath))
     throw new ConfigError(`${destination} is the database itself (or one of its files): back it up to another file`);
   const source = new Database(config.databasePath, { readonly: true, fileMustExist: true, timeout: 5000 });
   const bar = process.stderr.isTTY

@@ -184,29 +184,9 @@ function readSearchState(folder: string): SearchState {
 
 const SEARCH_ENGINES = { sqlite: sqliteSearchStatements, postgresql: pgSearchStatements } as const;
 
-/**
- * The statements that take `folder`'s search indexes to what `schema` declares. The index of a table in
- * `rebuilt` is built again even when its declaration did not change: drizzle-kit changes a SQLite column by
- * copying the table into a new one and dropping the old, which drops the index's triggers with it.
- */
-function searchDiff(
-  schema: Record<string, unknown>,
-  folder: string,
-  dialect: keyof typeof SEARCH_ENGINES,
-  rebuilt: string[] = [],
-): string[] {
-  const built = readSearchState(folder);
-  const kept = Object.fromEntries(Object.entries(built).filter(([table]) => !rebuilt.includes(table)));
-  const statementsOf = SEARCH_ENGINES[dialect];
-  const drops = Object.entries(built)
-    .filter(([table]) => rebuilt.includes(table))
-    .flatMap(([table, index]) => statementsOf(table, index).drop);
-  return [...new Set([...drops, ...searchChanges(kept, searchStateOf(schema), statementsOf)])];
-}
-
-/** The tables a drizzle-kit SQLite migration rebuilds (`ALTER TABLE \`__new_pets\` RENAME TO \`pets\``). */
-export function rebuiltTables(migration: string): string[] {
-  return [...readFileSync(migration, 'utf8').matchAll(/ALTER TABLE `__new_([^`]+)` RENAME TO `\1`/g)].map((m) => m[1] as string);
+/** The statements that take `folder`'s search indexes to what `schema` declares. */
+function searchDiff(schema: Record<string, unknown>, folder: string, dialect: keyof typeof SEARCH_ENGINES): string[] {
+  return searchChanges(readSearchState(folder), searchStateOf(schema), SEARCH_ENGINES[dialect]);
 }
 
 /**
@@ -219,9 +199,8 @@ export function generateSearchMigration(
   folder: string,
   dialect: keyof typeof SEARCH_ENGINES,
   name: string,
-  rebuilt: string[] = [],
 ) {
-  const statements = searchDiff(schema, folder, dialect, rebuilt);
+  const statements = searchDiff(schema, folder, dialect);
   if (statements.length === 0) return { tag: undefined, statements };
   const newest = latestSnapshot<{ id: string; version: string }>(folder);
   if (!newest) throw new UsageError(`${folder} has no migration yet: generate the tables' migration before their search index`);
@@ -300,9 +279,7 @@ async function main(): Promise<number> {
   report('PostgreSQL', pgFolder, await generatePgMigration(schema, pgFolder, name));
   // The search indexes follow the tables they index (a new searchable table is created just before).
   const searchName = values.name ?? 'search';
-  const rebuilt = sqliteTag ? rebuiltTables(join(sqliteFolder, `${sqliteTag}.sql`)) : [];
-  if (values['sqlite-config'])
-    report('SQLite search', sqliteFolder, generateSearchMigration(schema, sqliteFolder, 'sqlite', searchName, rebuilt));
+  if (values['sqlite-config']) report('SQLite search', sqliteFolder, generateSearchMigration(schema, sqliteFolder, 'sqlite', searchName));
   report('PostgreSQL search', pgFolder, generateSearchMigration(schema, pgFolder, 'postgresql', searchName));
   return 0;
 }

@@ -2,7 +2,7 @@
 // replaces migrations/ with a baseline recorded as applied there (never run), so the file is served as it is.
 // Development only (run through tsx, like db:generate): it needs drizzle-kit, a devDependency. Never changes a row.
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
@@ -198,7 +198,8 @@ export function readDatabase(sqlite: Database.Database): DatabaseModel {
   const own: string[] = [];
   const kept = listed
     .filter((t) => {
-      if (t.name.startsWith('sqlite_') || t.name === MIGRATIONS_TABLE) return false;
+      // SQLite compares table names without case: `__Drizzle_Migrations` is drizzle's table too.
+      if (/^sqlite_/i.test(t.name) || t.name.toLowerCase() === MIGRATIONS_TABLE) return false;
       if (t.type === 'virtual' || t.type === 'shadow') skipped.push(`${t.name} (a ${t.type} table)`);
       else if (t.name.toLowerCase().startsWith('restable_')) {
         skipped.push(`${t.name} (restable's own)`);
@@ -790,6 +791,7 @@ export async function introspect(options: IntrospectOptions): Promise<void> {
   const schemaPath = resolve(base, options.schema ?? DEFAULTS.schema);
   const out = resolve(base, options.out ?? DEFAULTS.out);
   if (file && !existsSync(file)) throw new UsageError(`${options.file}: no such file`);
+  if (file && !statSync(file).isFile()) throw new UsageError(`${options.file}: not a file (a SQLite database is one file)`);
   // The module imports drizzle-orm, and is loaded to make the migrations: refused before anything is written where that import cannot resolve.
   try {
     createRequire(schemaPath).resolve('drizzle-orm');
@@ -868,7 +870,10 @@ export async function introspect(options: IntrospectOptions): Promise<void> {
       try {
         createRegistry(schema);
       } catch (error) {
-        if (error instanceof RegistryError) throw new UsageError(`${source}: ${error.message}, then introspect again`);
+        if (error instanceof RegistryError)
+          throw new UsageError(
+            `${source}: ${error.message.replace(/rename the table$/, 'rename the table in the database, then introspect again')}`,
+          );
         throw error;
       }
 

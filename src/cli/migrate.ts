@@ -7,8 +7,8 @@ import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { type Config, ConfigError, parseConfig, postgresOptions } from '../config.js';
 import { closeDatabase, DatabaseOpenError, openDatabase } from '../db/client.js';
-import { applyMigrations, MigrationError, type MigrationStatus, migrationStatus } from '../db/migrate.js';
-import { applyPgMigrations, pgMigrationStatus } from '../db/pg-migrate.js';
+import { applyMigrations, changedMigrations, MigrationError, type MigrationStatus, migrationStatus } from '../db/migrate.js';
+import { applyPgMigrations, pgChangedMigrations, pgMigrationStatus } from '../db/pg-migrate.js';
 import { closePostgres, openPostgres } from '../db/postgres.js';
 import * as schema from '../db/schema.js';
 import { createRegistry } from '../resources.js';
@@ -22,10 +22,11 @@ const resources = () => createRegistry(schema).resources;
 
 const list = (tags: string[]) => tags.map((t) => `  ${t}`).join('\n');
 
-function printStatus(label: string, { applied, pending, unknown }: MigrationStatus): void {
+function printStatus(label: string, { applied, pending, unknown }: MigrationStatus, changed: string[]): void {
   console.log(`${label}: ${applied.length} applied, ${pending.length} pending${unknown ? `, ${unknown} unknown to this code` : ''}`);
   if (applied.length) console.log(`applied:\n${list(applied)}`);
   if (pending.length) console.log(`pending:\n${list(pending)}`);
+  if (changed.length) console.log(`changed since applied (the file differs from the one that ran):\n${list(changed)}`);
 }
 
 function printApplied(label: string, applied: string[]): void {
@@ -42,7 +43,8 @@ function sqliteStatus(path: string): void {
   const exists = path !== ':memory:' && existsSync(path);
   const sqlite = exists ? new Database(path, { readonly: true, fileMustExist: true }) : new Database(':memory:');
   try {
-    printStatus(exists ? path : `${path} (no database yet)`, migrationStatus({ sqlite, db: drizzle({ client: sqlite }) }));
+    const handle = { sqlite, db: drizzle({ client: sqlite }) };
+    printStatus(exists ? path : `${path} (no database yet)`, migrationStatus(handle), changedMigrations(handle));
   } finally {
     sqlite.close();
   }
@@ -75,7 +77,7 @@ async function migrateSqlite(config: Config, status: boolean): Promise<void> {
 async function migratePostgres(url: string, config: Config, status: boolean): Promise<void> {
   const database = openPostgres(url, postgresOptions(config));
   try {
-    if (status) return printStatus(database.url, await pgMigrationStatus(database));
+    if (status) return printStatus(database.url, await pgMigrationStatus(database), await pgChangedMigrations(database));
     printApplied(database.url, (await applyPgMigrations(database, undefined, (client) => installPgOn(client, resources()))).applied);
   } catch (error) {
     if (error instanceof MigrationError) throw error;

@@ -6,6 +6,8 @@ import type Database from 'better-sqlite3';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { backupDatabase, defaultBackupPath } from './backup.js';
 import type { DatabaseHandle } from './client.js';
+import { ident } from './quote.js';
+import { restoreSqliteSearch } from './search.js';
 
 /** The committed migrations folder; the same from src/db (tsx) and dist/db (compiled). */
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations', import.meta.url));
@@ -66,6 +68,37 @@ export function migrationStatus({ sqlite }: DatabaseHandle, folder = MIGRATIONS_
   return statusOf(appliedMillis(sqlite), folder);
 }
 
+/** A migration as the database recorded it: its journal `when`, and the sha256 of its file when it ran. */
+export interface Recorded {
+  when: number;
+  hash: string;
+}
+
+/**
+ * The applied migrations of `folder` whose file changed after they ran (its sha256 is not the one
+ * recorded): the database does not hold what those files now say, and one migrated from them would differ.
+ */
+export function changedSince(recorded: Recorded[], folder: string): string[] {
+  const hashes = new Map(recorded.map((r) => [r.when, r.hash]));
+  const tags = new Map(readJournal(folder).map((e) => [e.when, e.tag]));
+  return readMigrationFiles({ migrationsFolder: folder })
+    .filter((m) => hashes.has(m.folderMillis) && hashes.get(m.folderMillis) !== m.hash)
+    .map((m) => tags.get(m.folderMillis) ?? String(m.folderMillis));
+}
+
+/** The applied migrations whose files changed since they ran (changedSince), changing nothing. */
+export function changedMigrations({ sqlite }: DatabaseHandle, folder = MIGRATIONS_FOLDER): string[] {
+  if (appliedMillis(sqlite).length === 0) return [];
+  const rows = sqlite.prepare(`SELECT created_at AS "when", hash FROM ${MIGRATIONS_TABLE}`).all() as {
+    when: number | string;
+    hash: string;
+  }[];
+  return changedSince(
+    rows.map((r) => ({ when: Number(r.when), hash: r.hash })),
+    folder,
+  );
+}
+
 /**
  * The status, unless the database holds migrations this code does not know (a newer version migrated it).
  * @throws {MigrationError} then: a downgrade is refused on either engine
@@ -83,19 +116,52 @@ function hasData(sqlite: Database.Database): boolean {
     .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
     .pluck()
     .all() as string[];
-  return tables.some((t) => sqlite.prepare(`SELECT 1 FROM "${t.replace(/"/g, '""')}" LIMIT 1`).get() !== undefined);
+  return tables.some((t) => sqlite.prepare(`SELECT 1 FROM ${ident(t)} LIMIT 1`).get() !== undefined);
 }
 
-/** A row whose foreign key names no parent row, as `PRAGMA foreign_key_check` reports it. */
-interface DanglingReference {
-  table: string;
-  rowid: number | null;
-  parent: string;
-  fkid: number;
+/**
+ * How many rows of each table reference nothing, by parent (`PRAGMA foreign_key_check`, one table at a time).
+ * A table whose foreign keys SQLite cannot check (one names a parent column that is no key: "foreign key
+ * mismatch") is left out: that is the database's own defect, which no migration made.
+ */
+function danglingCounts(sqlite: Database.Database): Map<string, number> {
+  const counts = new Map<string, number>();
+  const tables = sqlite
+    .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+    .pluck()
+    .all() as string[];
+  for (const table of tables) {
+    let rows: { parent: string }[];
+    try {
+      rows = sqlite.pragma(`foreign_key_check(${ident(table)})`) as { parent: string }[];
+    } catch {
+      continue;
+    }
+    for (const { parent } of rows) {
+      const key = JSON.stringify([table, parent]);
+      counts.set(key, (counts.get(key) ?? 0) + 1);
+    }
+  }
+  return counts;
 }
 
-const danglingReferences = (sqlite: Database.Database) => sqlite.pragma('foreign_key_check') as DanglingReference[];
-const referenceKey = ({ table, rowid, parent, fkid }: DanglingReference) => JSON.stringify([table, rowid, parent, fkid]);
+/**
+ * Refuses what the migrations left referencing nothing: more such rows of a table and parent than before them
+ * (rows that referenced nothing already, in a file written with foreign keys off, are the data's own; counted,
+ * since a rebuild gives rows new rowids).
+ */
+function refuseNewDangling(before: Map<string, number>, after: Map<string, number>): void {
+  let added = 0;
+  let first: string | undefined;
+  for (const [key, count] of after) {
+    const more = count - (before.get(key) ?? 0);
+    if (more <= 0) continue;
+    added += more;
+    const [table, parent] = JSON.parse(key) as [string, string];
+    first ??= `${table}, whose ${parent} is missing`;
+  }
+  if (added > 0) throw new Error(`${added} row(s) would reference nothing (the first in ${first})`);
+}
 
 /**
  * Applies the pending migrations in journal order, all or none, inside one IMMEDIATE transaction that
@@ -105,7 +171,8 @@ const referenceKey = ({ table, rowid, parent, fkid }: DanglingReference) => JSON
  * column by copying its table into a new one and dropping the old (the "12 steps" of SQLite's ALTER TABLE
  * page), and its own `PRAGMA foreign_keys=OFF` is a no-op inside a transaction, so that drop would delete the
  * children of ON DELETE CASCADE, null those of SET NULL, and fail on the others. A migration that leaves a
- * reference dangling is refused by the check instead (references that dangled before it are the data's own).
+ * reference dangling is refused by the check instead (refuseNewDangling). The rebuild also drops the table's
+ * triggers: the search index's are made again (restoreSqliteSearch), the change feed's by `afterApplied`.
  */
 function applyPending(sqlite: Database.Database, folder: string, afterApplied?: (sqlite: Database.Database) => void): string[] {
   const files = readMigrationFiles({ migrationsFolder: folder });
@@ -117,23 +184,18 @@ function applyPending(sqlite: Database.Database, folder: string, afterApplied?: 
       .transaction(() => {
         sqlite.exec(`CREATE TABLE IF NOT EXISTS "${MIGRATIONS_TABLE}" (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)`);
         const done = new Set(appliedMillis(sqlite));
-        // References already dangling (a file written with foreign keys off) are the data's, not the migrations'.
-        const before = new Set(danglingReferences(sqlite).map(referenceKey));
+        const pending = files.filter((m) => !done.has(m.folderMillis));
+        if (pending.length === 0) return [];
+        const before = danglingCounts(sqlite);
         const record = sqlite.prepare(`INSERT INTO "${MIGRATIONS_TABLE}" ("hash", "created_at") VALUES (?, ?)`);
         const applied: string[] = [];
-        for (const migration of files.filter((m) => !done.has(m.folderMillis))) {
+        for (const migration of pending) {
           for (const statement of migration.sql) if (statement.trim()) sqlite.exec(statement);
           record.run(migration.hash, migration.folderMillis);
           applied.push(tags.get(migration.folderMillis) ?? String(migration.folderMillis));
         }
-        if (applied.length === 0) return applied;
-        const dangling = danglingReferences(sqlite).filter((reference) => !before.has(referenceKey(reference)));
-        const [first] = dangling;
-        if (first) {
-          throw new Error(
-            `${dangling.length} row(s) would reference nothing (the first: ${first.table} rowid ${first.rowid}, whose ${first.parent} is missing)`,
-          );
-        }
+        refuseNewDangling(before, danglingCounts(sqlite));
+        restoreSqliteSearch(sqlite);
         afterApplied?.(sqlite);
         return applied;
       })

@@ -3,7 +3,7 @@
 import { fileURLToPath } from 'node:url';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import type pg from 'pg';
-import { MigrationError, type MigrationStatus, readJournal, refuseUnknown, statusOf } from './migrate.js';
+import { changedSince, MigrationError, type MigrationStatus, readJournal, refuseUnknown, statusOf } from './migrate.js';
 import type { PostgresHandle } from './postgres.js';
 
 /** The committed PostgreSQL migrations; the same from src/db (tsx) and dist/db (compiled). */
@@ -22,6 +22,16 @@ async function appliedMillis(db: Queryable): Promise<number[]> {
   if (!rows[0]?.exists) return [];
   const applied = await db.query<{ created_at: string | number }>(`SELECT created_at FROM ${MIGRATIONS_TABLE}`);
   return applied.rows.map((row) => Number(row.created_at));
+}
+
+/** The applied migrations whose files changed since they ran (changedSince), changing nothing. */
+export async function pgChangedMigrations({ pool }: PostgresHandle, folder = PG_MIGRATIONS_FOLDER): Promise<string[]> {
+  if ((await appliedMillis(pool)).length === 0) return [];
+  const { rows } = await pool.query<{ when: string | number; hash: string }>(`SELECT created_at AS "when", hash FROM ${MIGRATIONS_TABLE}`);
+  return changedSince(
+    rows.map((r) => ({ when: Number(r.when), hash: r.hash })),
+    folder,
+  );
 }
 
 /** Lists applied, pending and unknown migrations of `folder`, changing nothing. */
@@ -81,7 +91,9 @@ export async function applyPgMigrations(
       try {
         return { applied: await applyPending(client, folder, new Set(done), afterApplied) };
       } catch (error) {
-        throw new MigrationError(`migration failed, nothing was applied: ${(error as Error).message}`);
+        // PostgreSQL's detail names what failed (`Key (name)=(Rex) is duplicated.`), as SQLite's message does.
+        const { detail } = error as { detail?: string };
+        throw new MigrationError(`migration failed, nothing was applied: ${(error as Error).message}${detail ? ` (${detail})` : ''}`);
       }
     } finally {
       await client.query(`SELECT pg_advisory_unlock(${LOCK_KEY})`).catch(() => {});

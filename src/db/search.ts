@@ -1,6 +1,8 @@
 // Full-text search (API.md §5 "Search"): the declaration schema.ts makes next to a table, and the one
 // place that spells its index in SQL: an FTS5 external-content table kept by triggers (SQLite), a
 // generated tsvector column with a GIN index (PostgreSQL), and each engine's literal query syntax.
+
+import type Database from 'better-sqlite3';
 import { getTableColumns, type Placeholder, type SQL, sql } from 'drizzle-orm';
 import { getTableConfig, type SQLiteTable } from 'drizzle-orm/sqlite-core';
 import { ident, literal } from './quote.js';
@@ -79,6 +81,28 @@ export const sqliteSearchStatements: SearchStatements = (table, { key, columns }
     ],
   };
 };
+
+/**
+ * SQLite: the search index of every table that lost its triggers, built again (in the migrations'
+ * transaction). drizzle-kit changes a column by copying the table into a new one and dropping the old,
+ * which drops the triggers that keep the index in step, whichever tool wrote or ran that migration. The
+ * index's own table says what it indexes (its columns, its `content_rowid`); one whose table is gone goes too.
+ */
+export function restoreSqliteSearch(sqlite: Database.Database): void {
+  const prefix = searchIndexName('');
+  const indexes = sqlite
+    .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND substr(name, 1, ?) = ? AND sql LIKE 'CREATE VIRTUAL TABLE%'")
+    .all(prefix.length, prefix) as { name: string; sql: string }[];
+  const exists = sqlite.prepare('SELECT count(*) FROM sqlite_master WHERE type = ? AND name = ?').pluck();
+  for (const { name, sql: created } of indexes) {
+    if (['insert', 'delete', 'update'].every((what) => exists.get('trigger', `${name}_${what}`) === 1)) continue;
+    const table = name.slice(prefix.length);
+    const key = /content_rowid='((?:[^']|'')*)'/.exec(created)?.[1]?.replaceAll("''", "'") ?? '';
+    const columns = (sqlite.prepare(`PRAGMA table_info(${ident(name)})`).all() as { name: string }[]).map((c) => c.name);
+    const { drop, create } = sqliteSearchStatements(table, { key, columns });
+    for (const statement of exists.get('table', table) === 1 ? [...drop, ...create] : drop) sqlite.exec(statement);
+  }
+}
 
 /** PostgreSQL: a generated tsvector column over `columns` and a GIN index on it. */
 export const pgSearchStatements: SearchStatements = (table, { columns }) => {
