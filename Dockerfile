@@ -20,6 +20,7 @@ ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=3000 \
     DATABASE_PATH=/app/data/app.db \
+    SHUTDOWN_TIMEOUT_MS=8000 \
     npm_config_ignore_scripts=true \
     npm_config_update_notifier=false
 WORKDIR /app
