@@ -22,6 +22,7 @@ const oneOrMany = (schema: Json): Json => ({
 import {
   type Field,
   type Method,
+  NUMERIC_DIGITS,
   OPEN_PATHS,
   PROBE_PATHS,
   READ_METHODS,
@@ -154,7 +155,15 @@ function customSchemaOf({ column }: Field): Json | undefined {
   if (custom === 'bytes') return { type: 'string', contentEncoding: 'base64' };
   if (custom === 'untyped') return { type: ['string', 'number'] };
   if (custom === 'integer') return integerSchema();
-  if (is(column, SQLiteNumeric)) return { type: 'string', format: 'decimal' };
+  if (is(column, SQLiteNumeric)) {
+    return {
+      type: 'string',
+      format: 'decimal',
+      description: `an exact decimal of at most ${NUMERIC_DIGITS} significant digits, within a double's range`,
+    };
+  }
+  // Any finite double SQLite stores (drizzle-zod bounds a REAL at ±(2^47 − 1), as for MySQL's).
+  if (column.columnType === 'SQLiteReal') return { type: 'number' };
   return undefined;
 }
 
@@ -646,7 +655,11 @@ function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<strin
     },
   };
   const failed = {
-    description: 'The first operation that failed rolled the batch back: its status and problem, with its index as `operation`',
+    description:
+      'The first operation that failed rolled the batch back: its status and problem, with its index as `operation`; ' +
+      'or (400, without `operation`) the envelope is refused before any operation runs: not 1–100 operations, a member not ' +
+      'listed, a body on GET or DELETE or none on a write, a label not on a POST that creates one element, a label used ' +
+      'before it is defined or twice, a path that is no resource path',
     content: {
       'application/problem+json': {
         schema: { allOf: [ref('schemas', 'Problem'), { type: 'object', properties: { operation: { type: 'integer', minimum: 0 } } }] },
@@ -914,13 +927,31 @@ function changesPaths(
  */
 function withRateLimitHeaders(paths: Record<string, Json>, responses: Record<string, Json>): Record<string, Json> {
   const add = (response: Json) => ({ ...response, headers: { ...(response.headers as Json | undefined), ...RATE_LIMIT_HEADERS } });
-  for (const item of Object.values(paths)) {
+  for (const [path, item] of Object.entries(paths)) {
+    if (PROBE_PATHS.has(path)) continue; // never limited: their answers carry no RateLimit fields
     for (const operation of Object.values(item) as Json[]) {
       const answers = operation.responses as Record<string, Json>;
       for (const [status, response] of Object.entries(answers)) if (!('$ref' in response)) answers[status] = add(response);
     }
   }
   return Object.fromEntries(Object.entries(responses).map(([name, response]) => [name, add(response)]));
+}
+
+/**
+ * Makes every operationId an identifier code generators take (a table name may hold spaces or any
+ * character: each other character becomes `_`), and unique in the document (a second `a_b` becomes `a_b_2`).
+ */
+function identifyOperations(paths: Record<string, Json>): void {
+  const seen = new Set<string>();
+  for (const item of Object.values(paths)) {
+    for (const operation of Object.values(item) as Json[]) {
+      const base = String(operation.operationId).replace(/[^A-Za-z0-9_]/g, '_');
+      let id = base;
+      for (let n = 2; seen.has(id); n++) id = `${base}_${n}`;
+      seen.add(id);
+      operation.operationId = id;
+    }
+  }
 }
 
 /** Builds the OpenAPI 3.1 document of every route the registry (and the service) serves. */
@@ -986,8 +1017,9 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
       name: 'Idempotency-Key',
       in: 'header',
       description: 'retries with the same key and body replay the first response',
-      // 1–255 visible ASCII characters, or the same as a quoted structured-field string (src/idempotency.ts).
-      schema: { type: 'string', pattern: '^([\\x21-\\x7e]{1,255}|"[\\x21-\\x7e]{1,255}")$' },
+      // 1–255 visible ASCII characters, or the same as a quoted structured-field string (src/idempotency.ts): a value
+      // in quotes is the key between them, so `""` is an empty key.
+      schema: { type: 'string', pattern: '^("[\\x21-\\x7e]{1,255}"|(?!".*"$)[\\x21-\\x7e]{1,255})$' },
     },
   };
   for (const resource of registry.resources) {
@@ -1013,10 +1045,25 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
       description: composite
         ? `the ${resource.name} key: ${resource.key.map((f) => f.key).join(', ')}, in this order, joined by "," (a "," or "%" in a value percent-encoded)`
         : `the ${resource.name} key`,
-      schema: composite ? { type: 'string' } : fieldSchema(resource.key[0] as Field),
+      // A composite key is a list of the key's values, serialized as OpenAPI's simple style writes an array: joined
+      // by ",", each value percent-encoded (a client that encoded the whole string would encode the commas too).
+      ...(composite
+        ? {
+            style: 'simple',
+            explode: false,
+            schema: {
+              type: 'array',
+              prefixItems: resource.key.map(fieldSchema),
+              items: { type: 'string' }, // none beyond the prefix (maxItems); tools ask for an items schema
+              minItems: resource.key.length,
+              maxItems: resource.key.length,
+            },
+          }
+        : { schema: fieldSchema(resource.key[0] as Field) }),
     };
   }
   const responses = options.rateLimit ? withRateLimitHeaders(paths, COMMON_RESPONSES) : COMMON_RESPONSES;
+  identifyOperations(paths);
   return {
     openapi: '3.1.0',
     info: {

@@ -544,12 +544,21 @@ names('names a component name cannot hold stay apart: one component per table, e
   const stock = sqliteTable('在庫', { id: integer('id').primaryKey(), note: text('note') });
   const underscored = sqliteTable('Liner_Notes', { id: integer('id').primaryKey() });
   const spaced = sqliteTable('Liner Notes', { id: integer('id').primaryKey() });
-  const doc = toOpenApi(createRegistry({ sales, stock, underscored, spaced })) as { components: { schemas: Record<string, unknown> } };
+  const doc = toOpenApi(createRegistry({ sales, stock, underscored, spaced })) as Doc;
   const schemas = Object.keys(doc.components.schemas).filter((name) => !name.includes('.') && name !== 'Problem');
   assert.equal(schemas.sort(), ['Liner_20_Notes', 'Liner__Notes', '_5728__5eab_', '_58f2__4e0a_'].sort());
   assert.ok(schemas.every((name) => /^[A-Za-z0-9._-]+$/.test(name)));
   const result = await validate(structuredClone(doc) as never);
   assert.ok(result.valid, compileErrors(result));
+  // operationIds are identifiers, one per operation, whatever the table names hold.
+  const ids = Object.values(doc.paths as Record<string, Record<string, { operationId: string }>>).flatMap((item) =>
+    Object.values(item).map((operation) => operation.operationId),
+  );
+  assert.ok(
+    ids.every((id) => /^\w+$/.test(id)),
+    ids.join(' '),
+  );
+  assert.is(new Set(ids).size, ids.length, 'unique');
 });
 
 names.run();
@@ -588,6 +597,11 @@ feeds('lists only the kinds with a key; a text key is a string, a composite key 
   const kinds = (doc.paths[CHANGES_PATH]?.get.parameters as any[]).find((p) => p.name === 'kinds');
   assert.equal(kinds.schema.items.enum, ['tracks', 'tags']);
   assert.match(doc.paths[CHANGES_PATH]?.get.responses['200'].content['text/event-stream'].example, /"kind":"tracks","id":\["a1",7\]/);
+  // The element path's composite id: OpenAPI's simple style of an array, so that clients join the values with
+  // an unencoded "," (a string parameter would have its commas percent-encoded: another key).
+  const id = doc.components.parameters.tracksId;
+  assert.equal([id.style, id.explode, id.schema.type, id.schema.minItems, id.schema.maxItems], ['simple', false, 'array', 2, 2]);
+  assert.equal(id.schema.prefixItems[0], { type: 'string' });
   const result = await validate(structuredClone(doc) as never);
   assert.ok(result.valid, compileErrors(result));
 });
