@@ -190,8 +190,10 @@ async function supervise(config: Config, logger: Logger): Promise<void> {
   /** Whether a worker has served: until one has, a worker that dies means start-up itself fails. */
   let listened = false;
   let failed = false;
-  cluster.on('listening', () => {
+  cluster.on('listening', (worker) => {
     listened = true;
+    // A worker still starting when the stop began had no handler for the primary's word yet: told again now.
+    if (stopping) worker.send('shutdown');
   });
   // Workers start together and fail alike (a bad HOST): the first one's line is printed, once.
   let reported = false;

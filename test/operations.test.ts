@@ -195,7 +195,9 @@ migrations(
                      INSERT INTO pets (id, name, species, owner_id, created_at, updated_at) VALUES (1, 'Rex', 'dog', 1, 'x', 'x');
                      INSERT INTO tags (id, pet_id) VALUES (1, 1), (2, 1);
                      INSERT INTO orders (user_id, pet_id, created_at, updated_at) VALUES (1, 1, 'x', 'x');
-                     INSERT INTO notes (key, pet_id) VALUES ('a', 1), ('b', 1), ('c', 99);
+                     INSERT INTO pets (id, name, species, created_at, updated_at) VALUES (3, 'Gone', 'cat', 'x', 'x');
+                     DELETE FROM pets WHERE id = 3;
+                     INSERT INTO notes (key, pet_id) VALUES ('a', 1), ('b', 1), ('c', 99), ('d', 1);
                      DELETE FROM notes WHERE key = 'a';
                      INSERT INTO labels (id, pet_name) VALUES (1, 'Rex');`);
         sqlite.pragma('foreign_keys = ON');
@@ -207,29 +209,55 @@ migrations(
         assert.equal(applied, ['0005_pets_name_nullable']);
         assert.is(sqlite.prepare('SELECT count(*) FROM tags WHERE pet_id = 1').pluck().get(), 2, 'the children are still there');
         assert.is(sqlite.prepare('SELECT count(*) FROM orders').pluck().get(), 1);
-        assert.equal(sqlite.prepare('SELECT key FROM notes ORDER BY key').pluck().all(), ['b', 'c'], 'the note about no pet, as it was');
+        assert.equal(
+          sqlite.prepare('SELECT key FROM notes ORDER BY key').pluck().all(),
+          ['b', 'c', 'd'],
+          'the note about no pet, as it was',
+        );
         assert.is(sqlite.pragma('foreign_keys', { simple: true }), 1, 'foreign keys are enforced again');
         // (Writes to pets stay off foreign keys: with them on, labels' unusable one refuses every write to its parent.)
         sqlite.pragma('foreign_keys = OFF');
-        sqlite.exec("INSERT INTO pets (id, name, species, created_at, updated_at) VALUES (2, 'Zebra', 'other', 'x', 'x')");
+        // The copy started AUTOINCREMENT's mark at the largest id left (1): put back to 3, so pet 3's id is not handed out again.
+        const zebra = sqlite
+          .prepare("INSERT INTO pets (name, species, created_at, updated_at) VALUES ('Zebra', 'other', 'x', 'x') RETURNING id")
+          .pluck()
+          .get();
+        assert.is(zebra, 4);
         sqlite.exec("UPDATE pets SET name = 'Fido' WHERE id = 1");
         sqlite.pragma('foreign_keys = ON');
         const found = (word: string) =>
           sqlite.prepare('SELECT rowid FROM restable_search_pets WHERE restable_search_pets MATCH ?').pluck().all(word);
-        assert.equal([found('zebra'), found('fido'), found('rex')], [[2], [1], []], 'the index follows writes after the rebuild');
+        assert.equal([found('zebra'), found('fido'), found('rex')], [[4], [1], []], 'the index follows writes after the rebuild');
 
-        appendMigration(folder, '0006_orphans', 'DELETE FROM users WHERE id = 1;');
-        try {
-          await applyMigrations(database, folder, join(dir, 'backup2.db'));
-          assert.unreachable('a migration that leaves a pet and an order without their user must fail');
-        } catch (error) {
-          assert.instance(error, MigrationError);
-          // The pet (SET NULL) and the order (RESTRICT) would both point at the deleted user.
-          assert.match(
-            (error as Error).message,
-            /^migration failed, nothing was applied: 2 row\(s\) would reference nothing \(the first in orders, whose users is missing\)/,
-          );
-        }
+        /** Applies `tag` (`sql`), which must be refused with `refusal`, leaving nothing behind (its backup neither). */
+        const refused = async (tag: string, sql: string, refusal: RegExp) => {
+          appendMigration(folder, tag, sql);
+          const backup = join(dir, `${tag}.db`);
+          try {
+            await applyMigrations(database, folder, backup);
+            assert.unreachable(`${tag} must be refused`);
+          } catch (error) {
+            assert.instance(error, MigrationError);
+            assert.match((error as Error).message, refusal);
+          }
+          assert.not.ok(existsSync(backup), 'nothing was applied: the backup taken before is gone');
+          const journalPath = join(folder, 'meta/_journal.json');
+          const journal = JSON.parse(readFileSync(journalPath, 'utf8'));
+          writeFileSync(journalPath, JSON.stringify({ ...journal, entries: journal.entries.slice(0, -1) }));
+        };
+        // One note's dangling reference fixed, another's made: as many rows as before reference nothing, not the same.
+        await refused(
+          '0006_swap',
+          "UPDATE notes SET pet_id = NULL WHERE key = 'c';--> statement-breakpoint\nUPDATE notes SET pet_id = 55 WHERE key = 'd';",
+          /^migration failed, nothing was applied: 1 row\(s\) would reference nothing \(the first: a row of notes with pet_id 55, which names no pets\)$/,
+        );
+        // The pet (SET NULL) and the order (RESTRICT) would both point at the deleted user.
+        await refused(
+          '0006_orphans',
+          'DELETE FROM users WHERE id = 1;',
+          /^migration failed, nothing was applied: 2 row\(s\) would reference nothing \(the first: a row of orders with user_id 1, which names no users\)$/,
+        );
+        assert.equal(sqlite.prepare("SELECT pet_id FROM notes WHERE key IN ('c', 'd') ORDER BY key").pluck().all(), [99, 1]);
         assert.is(sqlite.prepare('SELECT count(*) FROM users').pluck().get(), 1);
         assert.is(sqlite.pragma('foreign_keys', { simple: true }), 1);
       } finally {

@@ -1,6 +1,6 @@
 // Applies the drizzle-kit migrations in migrations/ (found relative to this module, not the cwd):
 // drizzle's files and bookkeeping table, applied in one IMMEDIATE transaction; never generates any.
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type Database from 'better-sqlite3';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
@@ -120,35 +120,49 @@ function hasData(sqlite: Database.Database): boolean {
 }
 
 /**
- * How many rows of each table reference nothing, by parent (`PRAGMA foreign_key_check`, one table at a time).
- * A table whose foreign keys SQLite cannot check (one names a parent column that is no key: "foreign key
- * mismatch") is left out: that is the database's own defect, which no migration made.
+ * The rows that reference nothing (`PRAGMA foreign_key_check`, one table at a time), each named by its
+ * table, its parent and the values of its foreign key (its rowid changes when a migration rebuilds the
+ * table; those values do not), counted. A table whose foreign keys SQLite cannot check (one names a parent
+ * column that is no key: "foreign key mismatch") is left out: that is the database's own defect.
  */
-function danglingCounts(sqlite: Database.Database): Map<string, number> {
-  const counts = new Map<string, number>();
+function danglingRows(sqlite: Database.Database): Map<string, number> {
+  const rows = new Map<string, number>();
   const tables = sqlite
     .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
     .pluck()
     .all() as string[];
   for (const table of tables) {
-    let rows: { parent: string }[];
+    let found: { rowid: number | null; parent: string; fkid: number }[];
     try {
-      rows = sqlite.pragma(`foreign_key_check(${ident(table)})`) as { parent: string }[];
+      found = sqlite.pragma(`foreign_key_check(${ident(table)})`) as typeof found;
     } catch {
       continue;
     }
-    for (const { parent } of rows) {
-      const key = JSON.stringify([table, parent]);
-      counts.set(key, (counts.get(key) ?? 0) + 1);
+    if (found.length === 0) continue;
+    const columns = new Map<number, string[]>();
+    for (const { id, from } of sqlite.pragma(`foreign_key_list(${ident(table)})`) as { id: number; from: string }[]) {
+      columns.set(id, [...(columns.get(id) ?? []), from]);
+    }
+    for (const { rowid, parent, fkid } of found) {
+      const names = columns.get(fkid) ?? [];
+      // A WITHOUT ROWID table has no rowid to read its values by: its rows are told apart by count alone.
+      const values =
+        rowid === null
+          ? null
+          : sqlite
+              .prepare(`SELECT ${names.map(ident).join(', ')} FROM ${ident(table)} WHERE rowid = ?`)
+              .raw()
+              .get(rowid);
+      const key = JSON.stringify([table, parent, names, values]);
+      rows.set(key, (rows.get(key) ?? 0) + 1);
     }
   }
-  return counts;
+  return rows;
 }
 
 /**
- * Refuses what the migrations left referencing nothing: more such rows of a table and parent than before them
- * (rows that referenced nothing already, in a file written with foreign keys off, are the data's own; counted,
- * since a rebuild gives rows new rowids).
+ * Refuses what the migrations left referencing nothing that did not before them (rows that referenced
+ * nothing already, in a file written with foreign keys off, are the data's own).
  */
 function refuseNewDangling(before: Map<string, number>, after: Map<string, number>): void {
   let added = 0;
@@ -157,10 +171,35 @@ function refuseNewDangling(before: Map<string, number>, after: Map<string, numbe
     const more = count - (before.get(key) ?? 0);
     if (more <= 0) continue;
     added += more;
-    const [table, parent] = JSON.parse(key) as [string, string];
-    first ??= `${table}, whose ${parent} is missing`;
+    const [table, parent, names, values] = JSON.parse(key) as [string, string, string[], unknown[] | null];
+    const named = values ? names.map((name, i) => `${name} ${JSON.stringify(values[i])}`).join(', ') : names.join(', ');
+    first ??= `a row of ${table} with ${named}, which names no ${parent}`;
   }
-  if (added > 0) throw new Error(`${added} row(s) would reference nothing (the first in ${first})`);
+  if (added > 0) throw new Error(`${added} row(s) would reference nothing (the first: ${first})`);
+}
+
+/** AUTOINCREMENT's high-water marks (`sqlite_sequence`), by table: the ids a table has ever handed out. */
+function sequences(sqlite: Database.Database): Map<string, number> {
+  const exists = sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'").get();
+  if (!exists) return new Map();
+  return new Map((sqlite.prepare('SELECT name, seq FROM sqlite_sequence').raw().all() as [string, number][]).map(([n, q]) => [n, q]));
+}
+
+/**
+ * Puts back the high-water marks a rebuild lowered: the copy of a table into a new one starts its mark at
+ * the largest id left, so an id deleted before the migration would be handed out again (and the change
+ * feed would report a second `create` of it). Only for tables that are still there with AUTOINCREMENT.
+ */
+function keepSequences(sqlite: Database.Database, before: Map<string, number>): void {
+  const after = sequences(sqlite);
+  const autoincrement = sqlite
+    .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ? AND sql LIKE '%AUTOINCREMENT%'")
+    .pluck();
+  for (const [table, seq] of before) {
+    if ((after.get(table) ?? -1) >= seq || !autoincrement.get(table)) continue;
+    sqlite.prepare('DELETE FROM sqlite_sequence WHERE name = ?').run(table);
+    sqlite.prepare('INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)').run(table, seq);
+  }
 }
 
 /**
@@ -186,7 +225,8 @@ function applyPending(sqlite: Database.Database, folder: string, afterApplied?: 
         const done = new Set(appliedMillis(sqlite));
         const pending = files.filter((m) => !done.has(m.folderMillis));
         if (pending.length === 0) return [];
-        const before = danglingCounts(sqlite);
+        const dangling = danglingRows(sqlite);
+        const marks = sequences(sqlite);
         const record = sqlite.prepare(`INSERT INTO "${MIGRATIONS_TABLE}" ("hash", "created_at") VALUES (?, ?)`);
         const applied: string[] = [];
         for (const migration of pending) {
@@ -194,7 +234,8 @@ function applyPending(sqlite: Database.Database, folder: string, afterApplied?: 
           record.run(migration.hash, migration.folderMillis);
           applied.push(tags.get(migration.folderMillis) ?? String(migration.folderMillis));
         }
-        refuseNewDangling(before, danglingCounts(sqlite));
+        refuseNewDangling(dangling, danglingRows(sqlite));
+        keepSequences(sqlite, marks);
         restoreSqliteSearch(sqlite);
         afterApplied?.(sqlite);
         return applied;
@@ -233,8 +274,9 @@ export async function applyMigrations(
   try {
     return { applied: applyPending(sqlite, folder, afterApplied), backup };
   } catch (error) {
-    throw new MigrationError(
-      `migration failed, nothing was applied: ${(error as Error).message}${backup ? ` (a backup from before is at ${backup})` : ''}`,
-    );
+    // Nothing was applied: the database is the backup's twin. Removed, so that a service restarted in a loop on a
+    // migration that cannot apply does not fill the disk with copies.
+    if (backup) rmSync(backup, { force: true });
+    throw new MigrationError(`migration failed, nothing was applied: ${(error as Error).message}`);
   }
 }
