@@ -154,11 +154,16 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
 
   const page = async (res: Response, query: ChangesQuery) => {
     const { limit = LIMIT.default } = query;
-    const since = query.since ?? (await log.bounds()).floor;
-    const entries = await log.after(since, limit + 1, query.kinds);
+    let since = query.since ?? (await log.bounds()).floor;
+    let entries = await log.after(since, limit + 1, query.kinds);
     // Read after the page: when the oldest kept change still follows `since`, the page missed nothing.
-    const { floor } = await log.bounds();
-    if (since < floor) throw gone(since, floor);
+    for (let { floor } = await log.bounds(); since < floor; { floor } = await log.bounds()) {
+      if (query.since !== undefined) throw gone(since, floor);
+      // No since given (from the oldest kept): a purge moved the oldest on while the page was read. Read again from
+      // there: the client asked for no position that could be gone.
+      since = floor;
+      entries = await log.after(since, limit + 1, query.kinds);
+    }
     const shown = entries.slice(0, limit);
     const headers: Record<string, string> = {};
     const last = shown.at(-1);
