@@ -386,7 +386,9 @@ function defaultOf(text: string | null, builder: ReturnType<typeof builderOf>): 
   // SQLite reports an expression default without the parentheses its declaration needs, and drizzle-kit writes an
   // SQL default as it is given: `DEFAULT lower(hex(…))` is a syntax error, so a migration rebuilding the table
   // would fail. A single token (CURRENT_TIMESTAMP, a literal) stands alone; anything else is put back in them.
-  return sqlTag(tokens.length === 1 ? text : `(${text})`);
+  const whole = text.startsWith('(') && tokens.findIndex((t) => t.value === ')' && t.depth === 0) === tokens.length - 1;
+  const inner = whole ? text.slice(1, -1) : text;
+  return sqlTag(tokenize(inner).length === 1 ? inner : `(${inner})`);
 }
 
 /** A json-mode column's default as the value it holds (drizzle serializes it): `'{"a":1}'` → `{"a":1}`; else as SQL. */
