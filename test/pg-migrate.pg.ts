@@ -176,14 +176,19 @@ migrations('a database migrated by a newer version is refused, in one line, and 
   });
 });
 
+/** A copy of the pet shop's PostgreSQL migrations in `dir`, with its journal read: to append migrations to. */
+function folderCopy(dir: string) {
+  const folder = join(dir, 'pg');
+  cpSync(PG_FOLDER, folder, { recursive: true });
+  const journalPath = join(folder, 'meta', '_journal.json');
+  const journal = JSON.parse(readFileSync(journalPath, 'utf8'));
+  return { folder, journalPath, journal, last: journal.entries.at(-1) };
+}
+
 migrations('a failing migration applies nothing and leaves the database as it was', async () => {
   await withTempDir(async (dir) => {
     await withHandle(async (handle) => {
-      const folder = join(dir, 'pg');
-      cpSync(PG_FOLDER, folder, { recursive: true });
-      const journalPath = join(folder, 'meta', '_journal.json');
-      const journal = JSON.parse(readFileSync(journalPath, 'utf8'));
-      const last = journal.entries.at(-1);
+      const { folder, journalPath, journal, last } = folderCopy(dir);
       journal.entries.push({ ...last, idx: last.idx + 1, when: last.when + 1, tag: '9999_broken' });
       writeFileSync(journalPath, JSON.stringify(journal));
       writeFileSync(
@@ -207,11 +212,7 @@ migrations('a failing migration applies nothing and leaves the database as it wa
 migrations('a migration merged after a newer one was applied is pending, and applied next', async () => {
   await withTempDir(async (dir) => {
     await withHandle(async (handle) => {
-      const folder = join(dir, 'pg');
-      cpSync(PG_FOLDER, folder, { recursive: true });
-      const journalPath = join(folder, 'meta', '_journal.json');
-      const journal = JSON.parse(readFileSync(journalPath, 'utf8'));
-      const last = journal.entries.at(-1);
+      const { folder, journalPath, journal, last } = folderCopy(dir);
       const entry = (tag: string, offset: number, sql: string) => {
         writeFileSync(join(folder, `${tag}.sql`), sql);
         return { ...last, idx: last.idx + offset, when: last.when + offset, tag };
