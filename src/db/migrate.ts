@@ -1,5 +1,5 @@
-// Applies the drizzle-kit migrations in migrations/ (found relative to this module, not the cwd):
-// drizzle's files and bookkeeping table, applied in one IMMEDIATE transaction; never generates any.
+// Applies the drizzle-kit migrations in migrations/ (found relative to this module, not the cwd): drizzle's files and
+// bookkeeping table, in one IMMEDIATE transaction whose end checks what a table rebuild can break; never generates any.
 import { readFileSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type Database from 'better-sqlite3';
@@ -182,7 +182,7 @@ function refuseNewDangling(before: Map<string, number>, after: Map<string, numbe
 function sequences(sqlite: Database.Database): Map<string, number> {
   const exists = sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'").get();
   if (!exists) return new Map();
-  return new Map((sqlite.prepare('SELECT name, seq FROM sqlite_sequence').raw().all() as [string, number][]).map(([n, q]) => [n, q]));
+  return new Map(sqlite.prepare('SELECT name, seq FROM sqlite_sequence').raw().all() as [string, number][]);
 }
 
 /**
