@@ -53,25 +53,25 @@ export function statusOf(done: number[], folder: string): MigrationStatus {
   };
 }
 
-function appliedMillis(sqlite: Database.Database): number[] {
-  const exists = sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(MIGRATIONS_TABLE);
-  if (!exists) return [];
-  return sqlite
-    .prepare(`SELECT created_at FROM ${MIGRATIONS_TABLE}`)
-    .pluck()
-    .all()
-    .map((v) => Number(v));
-}
-
-/** Lists applied, pending and unknown migrations of `folder`, changing nothing. */
-export function migrationStatus({ sqlite }: DatabaseHandle, folder = MIGRATIONS_FOLDER): MigrationStatus {
-  return statusOf(appliedMillis(sqlite), folder);
-}
-
 /** A migration as the database recorded it: its journal `when`, and the sha256 of its file when it ran. */
 export interface Recorded {
   when: number;
   hash: string;
+}
+
+/** drizzle's bookkeeping of the migrations the database applied (none before its first). */
+function recordedMigrations(sqlite: Database.Database): Recorded[] {
+  const exists = sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(MIGRATIONS_TABLE);
+  if (!exists) return [];
+  const rows = sqlite.prepare(`SELECT created_at, hash FROM ${MIGRATIONS_TABLE}`).raw().all() as [number | string, string][];
+  return rows.map(([when, hash]) => ({ when: Number(when), hash }));
+}
+
+const appliedMillis = (sqlite: Database.Database) => recordedMigrations(sqlite).map((r) => r.when);
+
+/** Lists applied, pending and unknown migrations of `folder`, changing nothing. */
+export function migrationStatus({ sqlite }: DatabaseHandle, folder = MIGRATIONS_FOLDER): MigrationStatus {
+  return statusOf(appliedMillis(sqlite), folder);
 }
 
 /**
@@ -88,15 +88,7 @@ export function changedSince(recorded: Recorded[], folder: string): string[] {
 
 /** The applied migrations whose files changed since they ran (changedSince), changing nothing. */
 export function changedMigrations({ sqlite }: DatabaseHandle, folder = MIGRATIONS_FOLDER): string[] {
-  if (appliedMillis(sqlite).length === 0) return [];
-  const rows = sqlite.prepare(`SELECT created_at AS "when", hash FROM ${MIGRATIONS_TABLE}`).all() as {
-    when: number | string;
-    hash: string;
-  }[];
-  return changedSince(
-    rows.map((r) => ({ when: Number(r.when), hash: r.hash })),
-    folder,
-  );
+  return changedSince(recordedMigrations(sqlite), folder);
 }
 
 /**

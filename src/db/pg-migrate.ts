@@ -3,7 +3,7 @@
 import { fileURLToPath } from 'node:url';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import type pg from 'pg';
-import { changedSince, MigrationError, type MigrationStatus, readJournal, refuseUnknown, statusOf } from './migrate.js';
+import { changedSince, MigrationError, type MigrationStatus, type Recorded, readJournal, refuseUnknown, statusOf } from './migrate.js';
 import type { PostgresHandle } from './postgres.js';
 
 /** The committed PostgreSQL migrations; the same from src/db (tsx) and dist/db (compiled). */
@@ -17,21 +17,19 @@ const LOCK_KEY = '8243121636658801765';
 
 type Queryable = pg.Pool | pg.PoolClient;
 
-async function appliedMillis(db: Queryable): Promise<number[]> {
+/** drizzle's bookkeeping of the migrations the database applied (none before its first). */
+async function recordedMigrations(db: Queryable): Promise<Recorded[]> {
   const { rows } = await db.query<{ exists: boolean }>("SELECT to_regclass('drizzle.__drizzle_migrations') IS NOT NULL AS exists");
   if (!rows[0]?.exists) return [];
-  const applied = await db.query<{ created_at: string | number }>(`SELECT created_at FROM ${MIGRATIONS_TABLE}`);
-  return applied.rows.map((row) => Number(row.created_at));
+  const recorded = await db.query<{ created_at: string | number; hash: string }>(`SELECT created_at, hash FROM ${MIGRATIONS_TABLE}`);
+  return recorded.rows.map((row) => ({ when: Number(row.created_at), hash: row.hash }));
 }
+
+const appliedMillis = async (db: Queryable) => (await recordedMigrations(db)).map((r) => r.when);
 
 /** The applied migrations whose files changed since they ran (changedSince), changing nothing. */
 export async function pgChangedMigrations({ pool }: PostgresHandle, folder = PG_MIGRATIONS_FOLDER): Promise<string[]> {
-  if ((await appliedMillis(pool)).length === 0) return [];
-  const { rows } = await pool.query<{ when: string | number; hash: string }>(`SELECT created_at AS "when", hash FROM ${MIGRATIONS_TABLE}`);
-  return changedSince(
-    rows.map((r) => ({ when: Number(r.when), hash: r.hash })),
-    folder,
-  );
+  return changedSince(await recordedMigrations(pool), folder);
 }
 
 /** Lists applied, pending and unknown migrations of `folder`, changing nothing. */
