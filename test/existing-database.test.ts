@@ -645,3 +645,77 @@ compositeReferences(
 );
 
 compositeReferences.run();
+
+/** Foreign keys as Django declares them on SQLite: checked at commit, not at each statement. */
+const deferredReferences = servedFrom(
+  'an existing database: foreign keys checked at commit (DEFERRABLE INITIALLY DEFERRED)',
+  `CREATE TABLE "Author" ("id" INTEGER PRIMARY KEY, "name" TEXT NOT NULL);
+   CREATE TABLE "Book" ("id" INTEGER PRIMARY KEY, "title" TEXT NOT NULL,
+     "authorId" INTEGER REFERENCES "Author" ("id") DEFERRABLE INITIALLY DEFERRED);
+   INSERT INTO "Author" VALUES (1, 'Ada');
+   INSERT INTO "Book" VALUES (1, 'Notes', 1);`,
+);
+
+deferredReferences(
+  'a write that breaks one is refused alone, as an immediate one is: the writes committed with it stand',
+  async ({ service }) => {
+    // Sent together, so that the group commit puts them in one transaction.
+    const replies = await Promise.all([
+      service.request('POST', '/Book', { body: { title: 'Kept 1', authorId: 1 } }),
+      service.request('POST', '/Book', { body: { title: 'Dangling', authorId: 99 } }),
+      service.request('POST', '/Book', { body: { title: 'Kept 2', authorId: 1 } }),
+      service.request('PATCH', '/Book/1', { body: { authorId: 98 } }),
+      service.request('DELETE', '/Author/1'),
+      service.request('POST', '/Author', { body: { name: 'Bob' } }),
+    ]);
+    const [kept1, dangling, kept2, patched, deleted, author] = replies as [Reply, Reply, Reply, Reply, Reply, Reply];
+    assert.is(kept1.status, 201, kept1.text);
+    assert.is(kept2.status, 201, kept2.text);
+    assert.is(author.status, 201, author.text);
+    assertProblem(dangling, 422);
+    assert.equal(dangling.body.errors, [{ path: 'authorId', message: 'names no Author element' }]);
+    assertProblem(patched, 422);
+    assert.equal(patched.body.errors, [{ path: 'authorId', message: 'names no Author element' }]);
+    assertProblem(deleted, 409);
+    assert.match(deleted.body.detail, /still referenced by Book \(authorId\)/);
+    const titles = (await walkList(service, '/Book')).map((b) => `${b.title}:${b.authorId}`);
+    assert.equal(titles.sort(), ['Kept 1:1', 'Kept 2:1', 'Notes:1']);
+    assert.is((await service.request('GET', '/Author/1')).status, 200);
+  },
+);
+
+deferredReferences('a bulk create that breaks one is refused whole, naming the element', async ({ service }) => {
+  const bulk = await service.request('POST', '/Book', {
+    body: [
+      { title: 'Fine', authorId: 1 },
+      { title: 'Lost', authorId: 96 },
+    ],
+  });
+  assertProblem(bulk, 422);
+  assert.equal(bulk.body.errors, [{ path: '1/authorId', message: 'names no Author element' }]);
+  assert.equal(
+    (await walkList(service, '/Book')).filter((b) => b.title === 'Fine'),
+    [],
+  );
+});
+
+deferredReferences('a batch that breaks one is refused whole, with nothing left behind', async ({ service }) => {
+  const before = await service.request('GET', '/_changes?limit=1000');
+  const batch = await service.request('POST', '/_batch', {
+    body: {
+      operations: [
+        { method: 'POST', path: '/Author', body: { name: 'Cy' } },
+        { method: 'POST', path: '/Book', body: { title: 'Orphan', authorId: 97 } },
+      ],
+    },
+  });
+  assertProblem(batch, 422);
+  assert.match(batch.body.detail, /foreign key/i);
+  assert.equal(
+    (await walkList(service, '/Author')).filter((a) => a.name === 'Cy'),
+    [],
+  );
+  assert.equal((await service.request('GET', '/_changes?limit=1000')).body.length, before.body.length);
+});
+
+deferredReferences.run();

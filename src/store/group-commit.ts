@@ -5,13 +5,22 @@ import type Database from 'better-sqlite3';
 /** A unit of synchronous work run inside the group's transaction (its own savepoint). */
 export type Work<T> = () => T;
 
+/** What a write is refused with when its commit breaks a foreign key checked there (see createGroupCommit). */
+export type RefusedAtCommit = (error: unknown) => unknown;
+
 interface Pending {
   work: Work<unknown>;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
   /** When the write stops waiting for a write lock another connection holds (Date.now() ms). */
   deadline: number;
+  refused: RefusedAtCommit | undefined;
+  /** Set once its group's commit broke a deferred foreign key: it runs in a transaction of its own. */
+  alone: boolean;
 }
+
+/** A commit refused by a foreign key declared DEFERRABLE INITIALLY DEFERRED (only those are checked at commit). */
+const brokeDeferredKey = (error: unknown) => (error as { code?: string }).code === 'SQLITE_CONSTRAINT_FOREIGNKEY';
 
 /** The pause between two tries at a write lock another connection holds. */
 const LOCK_RETRY_MS = 10;
@@ -29,8 +38,11 @@ export interface GroupCommitOptions {
 }
 
 export interface GroupCommit {
-  /** Queues `work`; settles with its result or error once the group holding it has committed. */
-  submit<T>(work: Work<T>): Promise<T>;
+  /**
+   * Queues `work`; settles with its result or error once the group holding it has committed.
+   * `refused` maps the error of a commit that `work` alone broke (a deferred foreign key) to the client's.
+   */
+  submit<T>(work: Work<T>, refused?: RefusedAtCommit): Promise<T>;
   /** Commits what is queued now (shutdown and tests); a no-op when nothing is. */
   flush(): void;
 }
@@ -46,6 +58,9 @@ export interface GroupCommit {
  * others stay in the group. A failure of the transaction itself (BEGIN or COMMIT: disk full, I/O
  * error), or an error that makes SQLite roll the whole
  * transaction back, fails every write of the group with `unavailable`: none was acknowledged.
+ * A foreign key declared DEFERRABLE INITIALLY DEFERRED is checked at COMMIT, not in the write's
+ * savepoint: a commit it refuses rolls the group back, and its writes run again, each in a
+ * transaction of its own, so that only the write that broke it is refused (with `refused`).
  */
 export function createGroupCommit(sqlite: Database.Database, options: GroupCommitOptions): GroupCommit {
   let queue: Pending[] = [];
@@ -78,6 +93,17 @@ export function createGroupCommit(sqlite: Database.Database, options: GroupCommi
         .immediate();
     } catch (error) {
       if (!began && (error as { code?: string }).code === 'SQLITE_BUSY') return error;
+      if (outcomes.length === group.length && brokeDeferredKey(error)) {
+        // Every write ran and the commit was refused: nothing stands, and none was answered.
+        if (group.length > 1) {
+          for (const pending of group) pending.alone = true;
+          queue = [...group, ...queue];
+        } else {
+          const [pending] = group as [Pending];
+          pending.reject(pending.refused ? pending.refused(error) : error);
+        }
+        return undefined;
+      }
       const failure = options.unavailable(error) ?? error;
       for (const pending of group) pending.reject(failure);
       return undefined;
@@ -95,7 +121,8 @@ export function createGroupCommit(sqlite: Database.Database, options: GroupCommi
   function flush(): void {
     scheduled = false;
     while (queue.length > 0) {
-      const group = queue.length > options.maxGroup ? queue.splice(0, options.maxGroup) : queue;
+      const size = (queue[0] as Pending).alone ? 1 : Math.min(queue.length, options.maxGroup);
+      const group = size < queue.length ? queue.splice(0, size) : queue;
       if (group === queue) queue = [];
       const busy = run(group);
       if (busy === undefined) continue;
@@ -118,9 +145,10 @@ export function createGroupCommit(sqlite: Database.Database, options: GroupCommi
   }
 
   return {
-    submit<T>(work: Work<T>): Promise<T> {
+    submit<T>(work: Work<T>, refused?: RefusedAtCommit): Promise<T> {
       return new Promise<T>((resolve, reject) => {
-        queue.push({ work, resolve: resolve as (value: unknown) => void, reject, deadline: Date.now() + options.lockWaitMs });
+        const deadline = Date.now() + options.lockWaitMs;
+        queue.push({ work, resolve: resolve as (value: unknown) => void, reject, deadline, refused, alone: false });
         if (queue.length >= options.maxGroup) flush();
         else if (!scheduled) {
           scheduled = true;

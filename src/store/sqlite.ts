@@ -13,7 +13,7 @@ import { KEY_TTL_MS, reusedKey } from '../idempotency.js';
 import { type Field, foreignKeysOf, type Id, type KeyValue, type Resource } from '../resources.js';
 import type { Row } from '../validation.js';
 import { sqliteChangeLog } from './changes.js';
-import { createGroupCommit, type GroupCommit } from './group-commit.js';
+import { createGroupCommit, type GroupCommit, type RefusedAtCommit } from './group-commit.js';
 import {
   assignsRowid,
   type Buildable,
@@ -401,8 +401,9 @@ function createKindStore(
   }
 
   /**
-   * Runs `work` in the group's transaction, in its own savepoint, mapping constraint failures
-   * (`rowOf`: the row written, for a 422 that names its fields; `locate`: names a bulk create's element).
+   * Runs `work` in the group's transaction, in its own savepoint, mapping constraint failures, those its
+   * commit finds (a deferred foreign key) included. `rowOf`: the row written, for a 422 that names its
+   * fields; `locate`: names a bulk create's element; `atCommit`: runs before a commit's refusal is mapped.
    */
   const writer =
     (submit: Submit) =>
@@ -411,14 +412,23 @@ function createKindStore(
       work: () => T,
       rowOf: () => Row | undefined = () => undefined,
       locate: (error: unknown) => unknown = (error) => error,
-    ): MaybePromise<T> =>
-      submit(() => {
-        try {
-          return work();
-        } catch (error) {
-          throw locate(error instanceof ApiError ? error : toApiError(action, error, rowOf()));
-        }
-      });
+      atCommit?: () => void,
+    ): MaybePromise<T> => {
+      const refuse = (error: unknown) => locate(error instanceof ApiError ? error : toApiError(action, error, rowOf()));
+      return submit(
+        () => {
+          try {
+            return work();
+          } catch (error) {
+            throw refuse(error);
+          }
+        },
+        (error) => {
+          atCommit?.();
+          return refuse(error);
+        },
+      );
+    };
 
   /** The row with key `id`, or undefined. */
   function find(id: Id): Row | undefined {
@@ -557,6 +567,10 @@ function createKindStore(
           },
           () => stamped[Math.max(at, 0)],
           bulk ? (error) => (at < 0 ? error : atElement(at, error)) : undefined,
+          // Refused at commit, when every element was written: the first whose references name nothing.
+          () => {
+            at = stamped.findIndex((row) => missingParents(row).length > 0);
+          },
         );
       },
 
@@ -582,11 +596,14 @@ function createKindStore(
       },
     };
   };
-  return { kind: calls((work) => group.submit(work)), direct: calls((work) => work()) };
+  return { kind: calls((work, refused) => group.submit(work, refused)), direct: calls((work) => work()) };
 }
 
-/** Where a kind store's writes run: queued for the group commit, or now (inside a batch's own transaction). */
-type Submit = <T>(work: () => T) => MaybePromise<T>;
+/**
+ * Where a kind store's writes run: queued for the group commit, or now (inside a batch's own transaction,
+ * whose own submit maps a refused commit).
+ */
+type Submit = <T>(work: () => T, refused?: RefusedAtCommit) => MaybePromise<T>;
 
 /** The stored answers to Idempotency-Keys, read and written inside a write's savepoint. */
 interface KeyStatements {
@@ -687,6 +704,6 @@ export function createSqliteStore(sqlite: Database.Database, db: Db, resources: 
         if (response instanceof Promise) throw new Error('a batch on SQLite must answer synchronously');
         if (once) keys.save(once, response);
         return { response, replayed: false };
-      }),
+      }, refusals.brokenAtCommit),
   };
 }

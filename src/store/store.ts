@@ -164,6 +164,14 @@ export const refusals = {
       cause,
     });
   },
+  /** A batch whose commit broke a foreign key checked only there (DEFERRABLE INITIALLY DEFERRED): which operation did is not known. */
+  brokenAtCommit: (cause: unknown) =>
+    new ApiError(
+      'unprocessable',
+      'The batch breaks a foreign key that the database checks when it commits (DEFERRABLE INITIALLY DEFERRED): ' +
+        'a reference names an element that does not exist, or an element still referenced was removed. Nothing was written.',
+      { cause },
+    ),
   constraint: (resource: Resource, cause: unknown) =>
     new ApiError('unprocessable', `The ${resource.name} element breaks a constraint of its table.`, { cause }),
   /** A searchable kind whose index its migrations have not built yet (the service started before they ran). */
