@@ -143,7 +143,7 @@ export const VARIABLES = {
     doc: 'how long the change feed keeps a change, in hours; older ones are purged and a since before them is a 410',
     schema: z
       .string()
-      .regex(/^(0|[1-9]\d{0,5})(\.\d{1,6})?$/)
+      .regex(/^\d{1,10}(\.\d{1,6})?$/) // leading zeros allowed, as in the whole numbers above
       .transform(Number)
       .pipe(z.number().positive().max(87600))
       .describe('a number above 0 and at most 87600, in decimal digits with at most 6 after the point (0.5, not .5)'),

@@ -169,7 +169,8 @@ export function toFieldValue(field: Field, raw: string, path: string): unknown {
   switch (kind) {
     case 'integer': {
       const value = Number(raw);
-      if (!CANONICAL_INTEGER.test(raw) || !Number.isSafeInteger(value)) throw fail('an integer');
+      if (!CANONICAL_INTEGER.test(raw)) throw fail('an integer');
+      if (!Number.isSafeInteger(value)) throw fail(`an integer from -${Number.MAX_SAFE_INTEGER} to ${Number.MAX_SAFE_INTEGER}`);
       return value;
     }
     case 'number': {
@@ -241,7 +242,9 @@ function parseSort(resource: Resource, raw: string | undefined, searching: boole
     if (!searching) throw bad('sort', `names ${RELEVANCE}, which only a search has; add q=<words>`);
     parts = parts.slice(1);
   }
-  if (parts.some(byRelevance)) throw bad('sort', `names ${RELEVANCE} after a field; ${RELEVANCE} comes first`);
+  if (parts.some(byRelevance)) {
+    throw bad('sort', relevance ? `names ${RELEVANCE} twice` : `names ${RELEVANCE} after a field; ${RELEVANCE} comes first`);
+  }
   if (parts.length > QUERY_LIMITS.sortFields) {
     throw bad('sort', `names ${parts.length} fields; at most ${QUERY_LIMITS.sortFields} are allowed`);
   }

@@ -358,6 +358,21 @@ results('GET /_batch is a 405 naming POST, OPTIONS; OPTIONS /_batch is a 204 wit
   assert.is(options.text, '');
 });
 
+results('{label} alone in a segment, a key part or a query value', async ({ service }) => {
+  const answer = await batch(service, [
+    { method: 'POST', path: '/users', body: newUser(), label: 'u1' },
+    { method: 'GET', path: '/users/{u1}' },
+    { method: 'GET', path: '/pets?ownerId={u1}&limit=1' },
+    { method: 'GET', path: '/pets?ownerId[in]=0,{u1}' },
+    { method: 'DELETE', path: '/users/{u1}' },
+  ]);
+  assert.is(answer.status, 200, answer.text);
+  assert.equal(
+    answer.body.results.map((r: { status: number }) => r.status),
+    [201, 200, 200, 200, 204],
+  );
+});
+
 results.run();
 
 // ---------------------------------------------------------------------------------------------------------
@@ -683,6 +698,10 @@ envelope('text no request could carry alone: a lone surrogate in a path, a contr
     service.request('POST', '/_batch', { raw: `{"operations":[${operation}]}`, headers: { 'content-type': 'application/json' } });
   assertMalformed(await raw('{"method":"GET","path":"/users?name=\\ud800"}'), ['operations/0/path']);
   assertMalformed(await raw('{"method":"GET","path":"/users/\\udfff"}'), ['operations/0/path']);
+  // A space or a character beyond ASCII: alone, a request-target carries them percent-encoded only.
+  for (const path of ['/users/1 ', '/users/é', '/users?name=a b', '/users?name=\\u00e9', '/users/\\ud83d\\ude00']) {
+    assertMalformed(await raw(`{"method":"GET","path":"${path}"}`), ['operations/0/path']);
+  }
   for (const control of ['\\u0000', '\\u0001', '\\r', '\\n', '\\u007f']) {
     assertMalformed(await raw(`{"method":"GET","path":"/users?name=a${control}b"}`), ['operations/0/path']);
   }
@@ -768,6 +787,16 @@ envelope('labels: used before defined, defined twice, malformed, on a method oth
     ]),
     'operations/1',
   );
+  // Glued to other characters of a segment or value: it would name another element (`/users/1{u}` → /users/1101).
+  for (const path of ['/users/1{u1}', '/users/{u1}0', '/users/{u1}{u1}', '/users/{u1}x/pets', '/pets?ownerId=1{u1}', '/users/{u1}.json']) {
+    assertMalformed(
+      await batch(service, [
+        { ...creating(), label: 'u1' },
+        { method: 'GET', path },
+      ]),
+      ['operations/1/path'],
+    );
+  }
   assert.equal(await totals(service), before);
   assert.equal((await service.request('GET', `/users/${user}`)).body.name, 'Ada');
   await service.request('DELETE', `/users/${user}`); // back to the suite's totals

@@ -397,6 +397,10 @@ tickets('the read token reads the feed; a ticket opens it without a header, a ba
   const refused = await service.request('GET', `/_changes?ticket=${forged}`);
   assert.is(refused.status, 401);
   assert.match(refused.headers.get('www-authenticate') ?? '', /invalid_token/);
+  // Given twice, as any parameter given twice: a 400, with or without a valid ticket.
+  const twice = await service.request('GET', `/_changes?ticket=${encodeURIComponent(ticket)}&ticket=${encodeURIComponent(ticket)}`);
+  assert.is(twice.status, 400, twice.text);
+  assert.equal(twice.body.errors, [{ path: 'ticket', message: 'is given more than once' }]);
   // A ticket opens the feed only: nowhere else, and never a write.
   assert.is((await service.request('GET', `/users?ticket=${encodeURIComponent(ticket)}`)).status, 401);
   // The ticket never reaches the log.
@@ -406,6 +410,63 @@ tickets('the read token reads the feed; a ticket opens it without a header, a ba
 recording.run();
 reading.run();
 retention.run();
+
+const purgedBehind = suite<{ service: Service }>('change feed: a stream behind a purge');
+purgedBehind.before(async (ctx) => {
+  // Kept ~1 s, purged every second; a stream holds at most 4 KiB unsent, so a slow client falls behind at once.
+  ctx.service = await startService({ env: { CHANGES_RETENTION_HOURS: '0.0003', CHANGES_STREAM_BUFFER_BYTES: '4096' } });
+});
+purgedBehind.after(async (ctx) => ctx.service?.close());
+
+purgedBehind(
+  'a stream whose next change was purged ends rather than skip it (the client resumes and gets the 410)',
+  async ({ service }) => {
+    const { port, hostname } = new URL(service.url);
+    const socket = connect(Number(port), hostname);
+    const ids: number[] = [];
+    let text = '';
+    const ended = new Promise<void>((done) => socket.on('close', () => done()));
+    // HTTP/1.0: the stream's body is the bytes until the connection closes, with no chunk framing.
+    socket.write(`GET /_changes HTTP/1.0\r\nHost: ${hostname}\r\nAccept: text/event-stream\r\n\r\n`);
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      text += chunk;
+      for (let end = text.indexOf('\n'); end !== -1; end = text.indexOf('\n')) {
+        const line = text.slice(0, end);
+        text = text.slice(end + 1);
+        if (line.startsWith('id: ')) ids.push(Number(line.slice(4)));
+      }
+      // A slow reader: it takes each chunk 300 ms after the last.
+      socket.pause();
+      setTimeout(() => socket.resume(), 300).unref();
+    });
+    await sleep(300);
+    const name = 'n'.repeat(250);
+    for (let batch = 0; batch < 6; batch++) {
+      const users = Array.from({ length: 500 }, (_, i) => ({ name, email: `behind${batch}-${i}@feed.test` }));
+      ok(await post(service, '/users', users), 201);
+    }
+    const last = await newest(service);
+    await Promise.race([ended, until('the stream reaches the newest change', () => ids.at(-1) === last, 30_000)]);
+    socket.destroy();
+    assert.ok(ids.length > 0, 'the stream sent changes');
+    const skipped = ids.flatMap((id, i) => (i > 0 && id !== (ids[i - 1] as number) + 1 ? [`${ids[i - 1]} → ${id}`] : []));
+    assert.equal(skipped, [], 'no change skipped');
+    if (ids.at(-1) !== last) {
+      // Ended behind: resumed, it gets the 410 (its next change is gone), or that very change when it was
+      // closed for reading too slowly before the purge.
+      const resumed = await openStream(service, '/_changes', { 'last-event-id': String(ids.at(-1)) });
+      if (resumed.status !== 410) {
+        assert.is(resumed.status, 200);
+        await until('the resumed stream sends a change', () => resumed.events.length > 0, 10_000);
+        assert.is(Number(resumed.events[0]?.id), (ids.at(-1) as number) + 1);
+      }
+      resumed.close();
+    }
+  },
+);
+
+purgedBehind.run();
 streaming.run();
 slow.run();
 tickets.run();

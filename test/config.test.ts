@@ -36,7 +36,12 @@ test('a value out of range is refused in one line that states the range it broke
     ['CHANGES_RETENTION_HOURS', '.5', 'a number above 0 and at most 87600, in decimal digits with at most 6 after the point (0.5, not .5)'],
     [
       'CHANGES_RETENTION_HOURS',
-      '00.5',
+      '0.5.',
+      'a number above 0 and at most 87600, in decimal digits with at most 6 after the point (0.5, not .5)',
+    ],
+    [
+      'CHANGES_RETENTION_HOURS',
+      '000',
       'a number above 0 and at most 87600, in decimal digits with at most 6 after the point (0.5, not .5)',
     ],
     ['LOG_LEVEL', 'loud', 'one of fatal, error, warn, info, debug, trace, silent'],
@@ -50,6 +55,9 @@ test('a value out of range is refused in one line that states the range it broke
   // At the bound itself, accepted.
   assert.is(parseConfig({ WORKERS: '64', PG_POOL_SIZE: '1000', CHANGES_STREAM_BUFFER_BYTES: '4096' }).workers, 64);
   assert.is(parseConfig({ SHUTDOWN_TIMEOUT_MS: '2147483647' }).shutdownTimeoutMs, 2 ** 31 - 1);
+  // Leading zeros, as in every whole number.
+  assert.is(parseConfig({ CHANGES_RETENTION_HOURS: '024' }).changesRetentionHours, 24);
+  assert.is(parseConfig({ CHANGES_RETENTION_HOURS: '000.5' }).changesRetentionHours, 0.5);
 });
 
 test('every variable says what it accepts', () => {

@@ -719,3 +719,26 @@ deferredReferences('a batch that breaks one is refused whole, with nothing left 
 });
 
 deferredReferences.run();
+
+const checked = servedFrom(
+  'an existing database: CHECK and NOT NULL constraints of its own',
+  `CREATE TABLE "Product" ("id" INTEGER PRIMARY KEY, "price" NUMERIC NOT NULL CHECK (price >= 0),
+     "low" INTEGER, "high" INTEGER, "code" TEXT NOT NULL DEFAULT 'x',
+     CONSTRAINT "ordered" CHECK (low <= high));`,
+);
+
+checked('a refusal names the rule it breaks, and the field when the rule is about one', async ({ service }) => {
+  const negative = await service.request('POST', '/Product', { body: { price: '-1' } });
+  assertProblem(negative, 422);
+  assert.is(negative.body.detail, 'The Product element breaks a constraint of its table (CHECK price >= 0).');
+  assert.equal(negative.body.errors, [{ path: 'price', message: 'breaks CHECK price >= 0' }]);
+  const unordered = await service.request('POST', '/Product', { body: { price: '1', low: 5, high: 2 } });
+  assertProblem(unordered, 422);
+  assert.is(unordered.body.detail, 'The Product element breaks a constraint of its table (CHECK ordered).');
+  assert.is(unordered.body.errors, undefined);
+  const made = await service.request('POST', '/Product', { body: { price: '1', low: 1, high: 2 } });
+  assert.is(made.status, 201, made.text);
+  assert.equal((await walkList(service, '/Product')).length, 1);
+});
+
+checked.run();

@@ -477,6 +477,8 @@ Project('refuses, in one line and before recording anything, a table the service
       'CREATE TABLE "t" ("id" INTEGER PRIMARY KEY); CREATE TABLE "restable_secrets" ("k" TEXT);',
       /has tables named like restable's own \(restable_secrets\), which restable did not make: rename them first$/,
     ],
+    // The only table of the file: said as such, not as a file with nothing to serve.
+    ['CREATE TABLE "RESTABLE_x" ("id" INTEGER PRIMARY KEY, "v" TEXT);', /has tables named like restable's own \(RESTABLE_x\)/],
   ] as const) {
     const project = petShopProject(sql);
     try {

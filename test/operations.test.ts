@@ -421,11 +421,51 @@ backups('`backup` takes a consistent copy while the service is writing', async (
         destination,
       );
     }
+    // A directory: the copy needs a file's name, and the answer suggests one inside it.
+    const folder = await runScript('cli/backup.js', env, [temp.dir]);
+    assert.is(folder.code, 1, folder.output);
+    assert.match(folder.output.trim(), /^backup: .+ is a directory: name the file to write, such as .+\.db$/);
     assert.ok(Number((await request(service.url, 'GET', '/users?count=true')).headers.get('x-total-count')) >= 50, 'the database is whole');
   } finally {
     await service.stop();
     temp.remove();
   }
+});
+
+backups('a restored backup sends the change feed’s readers back to a full read, with no seq handed out twice', async () => {
+  await withTempDir(async (dir) => {
+    const env = { DATABASE_PATH: join(dir, 'live.db') };
+    const live = await spawnService(env);
+    let restored: Process | undefined;
+    try {
+      for (let i = 0; i < 3; i++) await request(live.url, 'POST', '/users', { body: userSample() });
+      const copy = join(dir, 'copy.db');
+      assert.is((await runScript('cli/backup.js', env, [copy])).code, 0);
+      // Written after the backup: a reader follows them, then the database is restored from the copy.
+      for (let i = 0; i < 3; i++) await request(live.url, 'POST', '/users', { body: userSample() });
+      const read = (await request(live.url, 'GET', '/_changes')).body as { seq: number }[];
+      const position = read.at(-1)?.seq as number;
+      assert.is(position, 6);
+      assert.is(await live.stop(), 0);
+      restored = await spawnService({ DATABASE_PATH: copy });
+      assert.is((await request(restored.url, 'POST', '/users', { body: userSample() })).status, 201);
+      // Every position a reader of the live file holds is older than what the restored file keeps: start over.
+      for (const since of [0, 3, position]) {
+        const gone = await request(restored.url, 'GET', `/_changes?since=${since}`);
+        assert.is(gone.status, 410, gone.text);
+      }
+      const afresh = (await request(restored.url, 'GET', '/_changes')).body as { seq: number; op: string }[];
+      assert.is(afresh.length, 4);
+      assert.ok(afresh.every((change) => change.seq > 2 ** 32));
+      assert.equal(
+        afresh.map((change) => change.seq - (afresh[0] as { seq: number }).seq),
+        [0, 1, 2, 3],
+      );
+    } finally {
+      await live.stop();
+      await restored?.stop();
+    }
+  });
 });
 
 backups.run();

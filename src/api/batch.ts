@@ -107,6 +107,14 @@ const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 /** A `{label}` in a path. */
 const PLACEHOLDER = /\{([^{}]*)\}/g;
+/**
+ * What may come before and after a `{label}`: it stands for a whole key (a segment, a part of a composite
+ * key between commas, or a query value), never for digits glued to others (`/users/1{u}`).
+ */
+const BEFORE_KEY = ['/', ',', '='];
+const AFTER_KEY = ['', '/', ',', '?', '&'];
+/** A space, or a character beyond ASCII: a request-target carries them percent-encoded only (RFC 3986 §2.1). */
+const UNENCODED = /[ \u0080-\u{10ffff}]/u;
 /** The longest path an operation may have once its labels are filled in. */
 const MAX_FILLED_PATH = 16 * 1024;
 
@@ -211,9 +219,17 @@ function parseEnvelope(document: unknown, routes: (path: string) => Match<Compil
     // target could not be sent at all (RFC 9112 §3.2).
     else if (LONE_SURROGATE.test(path)) fail(`${at}/path`, 'holds a lone UTF-16 surrogate, which is not Unicode text');
     else if (CONTROL.test(path)) fail(`${at}/path`, 'holds a control character, which no request-target carries');
-    else {
-      for (const [, name] of path.matchAll(PLACEHOLDER)) {
-        if (!labels.has(name as string)) fail(`${at}/path`, `{${echo(name as string)}} names no label of an earlier operation`);
+    else if (UNENCODED.test(path)) {
+      fail(`${at}/path`, 'holds a space or a character beyond ASCII, which a request-target carries percent-encoded (%20, %C3%A9)');
+    } else {
+      for (const placeholder of path.matchAll(PLACEHOLDER)) {
+        const name = placeholder[1] as string;
+        const end = placeholder.index + placeholder[0].length;
+        if (!labels.has(name)) fail(`${at}/path`, `{${echo(name)}} names no label of an earlier operation`);
+        else if (!BEFORE_KEY.includes(path[placeholder.index - 1] as string) || !AFTER_KEY.includes(path[end] ?? '')) {
+          fail(`${at}/path`, `{${echo(name)}} must stand alone for a key: a whole path segment, key part (between commas) or query value`);
+          break; // once: the rest of the path is no better
+        }
       }
       // With each `{label}` standing for a key, the path must be one of the resources' routes.
       const pathname = path.split('?')[0] as string;

@@ -126,6 +126,14 @@ export function createChangeStreams(
     stream.res.destroy();
     drop(stream);
   };
+  /**
+   * Ends a stream whose next change was purged before it was sent (what was written still reaches the
+   * client): its client reconnects with Last-Event-ID and gets the 410.
+   */
+  const close = (stream: Stream) => {
+    stream.res.end();
+    drop(stream);
+  };
   /** Writes to a stream, or closes it when its client has left more than the bound unread. */
   const write = (stream: Stream, text: string) => {
     if (stream.res.destroyed) return drop(stream);
@@ -176,12 +184,10 @@ export function createChangeStreams(
    * client reconnects with Last-Event-ID and gets the 410.
    */
   const catchUp = async (stream: Stream, upto: number) => {
-    if (stream.position < (await log.bounds()).floor) {
-      stream.res.destroy();
-      return drop(stream);
-    }
     while (stream.position < upto && streams.has(stream) && stream.res.writableLength <= options.bufferBytes / 2) {
       const entries = (await log.after(stream.position, PAGE, stream.kinds && [...stream.kinds])).filter((e) => e.seq <= upto);
+      // Read after each page: while the oldest kept change still follows the position, the page missed nothing.
+      if (stream.position < (await log.bounds()).floor) return close(stream);
       if (entries.length === 0) {
         stream.position = upto;
         break;
@@ -199,6 +205,10 @@ export function createChangeStreams(
     for (const stream of streams) if (stream.position < from) await catchUp(stream, from);
     const entries = await log.after(from, PAGE);
     if (entries.length === 0) return;
+    // Seqs have no gaps: a first one past `from + 1` means changes after `from` were purged before this read
+    // (a retention shorter than a burst takes to send). A stream at a position before them would skip them.
+    const first = (entries[0] as ChangeEntry).seq;
+    if (first > from + 1) for (const stream of streams) if (stream.position >= from && stream.position < first - 1) close(stream);
     const changes = await present(entries);
     const events = changes.map(eventOf);
     const last = (entries.at(-1) as ChangeEntry).seq;

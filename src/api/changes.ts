@@ -226,7 +226,8 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
     ticketed: (req) =>
       (req.method === 'GET' || req.method === 'HEAD') &&
       (req.path === CHANGES_PATH || req.path === `${CHANGES_PATH}/`) &&
-      typeof (req.query as QueryParameters | undefined)?.ticket === 'string',
+      // Given twice too: the feed refuses that with the 400 of any parameter given twice, before it reads a ticket.
+      (req.query as QueryParameters | undefined)?.ticket !== undefined,
     endpoints: [
       {
         path: CHANGES_PATH,

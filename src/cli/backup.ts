@@ -50,6 +50,10 @@ try {
   // whose later writes would go to the unlinked one and be lost.
   if (isDatabaseFile(destination, config.databasePath))
     throw new ConfigError(`${destination} is the database itself (or one of its files): back it up to another file`);
+  if (existsSync(destination) && statSync(destination).isDirectory()) {
+    const named = join(destination, basename(defaultBackupPath(config.databasePath)));
+    throw new ConfigError(`${destination} is a directory: name the file to write, such as ${named}`);
+  }
   const source = new Database(config.databasePath, { readonly: true, fileMustExist: true, timeout: 5000 });
   const bar = process.stderr.isTTY
     ? new SingleBar({ format: 'backup [{bar}] {percentage}% | {value}/{total} pages', stream: process.stderr })

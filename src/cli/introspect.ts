@@ -842,14 +842,14 @@ export async function introspect(options: IntrospectOptions): Promise<void> {
         `${source} already records ${recorded} migration(s) in ${postgres ? 'drizzle.' : ''}${MIGRATIONS_TABLE}: it is managed by migrations already (serve it with its own)`,
       );
     }
-    if (model.tables.length === 0) throw new UsageError(`${source} has no table or view to serve`);
-
     // Tables named like restable's own in a file restable never migrated are someone else's: the first start would make its own.
+    // Said first: when they are all the file holds, "no table to serve" would not say why.
     if (model.own.length > 0) {
       throw new UsageError(
         `${source} has tables named like restable's own (${model.own.join(', ')}), which restable did not make: rename them first`,
       );
     }
+    if (model.tables.length === 0) throw new UsageError(`${source} has no table or view to serve`);
     const lost = nameSnapshotsLose(model);
     if (lost)
       throw new UsageError(`${source}: ${lost} cannot be declared: drizzle-kit's migration snapshots lose that name; rename it first`);

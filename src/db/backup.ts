@@ -3,6 +3,7 @@
 import { renameSync, rmSync } from 'node:fs';
 import { basename, dirname, extname, join } from 'node:path';
 import Database from 'better-sqlite3';
+import { renumberBackupChanges } from '../store/changes.js';
 import { makeDirectory } from './client.js';
 
 export interface BackupProgress {
@@ -19,7 +20,8 @@ export function defaultBackupPath(databasePath: string, label = 'backup'): strin
 
 /**
  * Copies the open database to `destination` page by page while it stays usable, then makes the
- * copy one self-contained file (rollback journal, not WAL), ready to be copied or restored. The copy
+ * copy one self-contained file (rollback journal, not WAL), ready to be copied or restored, its
+ * change feed renumbered so that a restore sends the feed's readers back to a full read. The copy
  * is made beside it and renamed into place once whole: a file already there (whatever it holds) is
  * replaced, and a failed backup leaves it as it was.
  */
@@ -38,8 +40,12 @@ export async function backupDatabase(
       },
     });
     const copy = new Database(partial);
-    copy.pragma('journal_mode = DELETE');
-    copy.close();
+    try {
+      copy.pragma('journal_mode = DELETE');
+      renumberBackupChanges(copy);
+    } finally {
+      copy.close();
+    }
     renameSync(partial, destination);
   } finally {
     rmSync(partial, { force: true });

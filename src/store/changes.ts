@@ -148,6 +148,20 @@ function sqliteTriggers(resource: Resource): Map<string, string> {
   return triggers;
 }
 
+/** How far a backup's changes are renumbered: past any seq the database it copies may still hand out. */
+const RESTORE_GAP = 2 ** 32;
+
+/**
+ * Renumbers the changes of a backup copy (a SQLite file, not served) past every seq its source may still
+ * hand out. Restored, it answers every position its readers hold with a 410 (each is below the oldest
+ * kept), so none of them takes the restored file's new changes for those it saw, or misses that the
+ * changes it saw after the backup are gone: they read afresh. A file with no change yet is left as it is.
+ */
+export function renumberBackupChanges(copy: Database.Database): void {
+  const exists = copy.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(TABLE);
+  if (exists) copy.prepare(`UPDATE ${TABLE} SET seq = seq + ?`).run(RESTORE_GAP);
+}
+
 /**
  * Makes the change table and the triggers of every recorded kind whose table exists, dropping
  * those of kinds no longer served; a trigger already as wanted is left alone, so processes starting

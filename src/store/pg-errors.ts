@@ -12,6 +12,8 @@ export interface PgError extends Error {
   column?: string;
   /** The table of the constraint that failed (for a foreign key: the referencing table). */
   table?: string;
+  /** The name of the constraint that failed. */
+  constraint?: string;
 }
 
 /**
@@ -124,6 +126,8 @@ export function writeError(resource: Resource, action: 'write' | 'remove', error
   }
   // 23514 (check), 23P01 (exclusion); 22xxx: a value the column cannot hold (a NUL character in text);
   // 54000: a value too long for its index (PostgreSQL's btree rows hold ~2.7 kB; SQLite has no such bound).
+  // A CHECK by its name, as SQLite names a named one (PostgreSQL names every CHECK; its expression is in the catalog only).
+  if (code === '23514' && e.constraint) return refusals.constraint(resource, error, `CHECK ${e.constraint}`);
   if (code.startsWith('23')) return refusals.constraint(resource, error);
   if (code.startsWith('22') || code === '54000') {
     // In words of the contract, not PostgreSQL's own (which name its indexes and encodings).

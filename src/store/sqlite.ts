@@ -75,6 +75,32 @@ function classify(error: { code: string; message: string }): Failure | undefined
   return undefined;
 }
 
+/** The longest constraint expression quoted in a refusal (a table's own CHECK can be long). */
+const MAX_RULE = 200;
+
+/**
+ * A refusal by a constraint of the table's own, named as SQLite names it: a NOT NULL column as its
+ * field's "is required", a CHECK by its expression (or its name) and, when that mentions exactly one
+ * field's column, that field. @see https://sqlite.org/lang_createtable.html#ckconst
+ */
+function constraintRefusal(resource: Resource, sqliteError: Error & { code: string }, error: unknown): ApiError {
+  const text = sqliteError.message.replace(/^[A-Z ]+ constraint failed: /, '');
+  if (sqliteError.code === 'SQLITE_CONSTRAINT_NOTNULL') {
+    const column = text.slice(text.lastIndexOf('.') + 1);
+    const field = resource.fields.find((f) => f.column.name === column);
+    if (field)
+      return new ApiError('unprocessable', `The ${resource.name} element is missing a required value.`, {
+        errors: [{ path: field.key, message: 'is required' }],
+        cause: error,
+      });
+  }
+  if (sqliteError.code !== 'SQLITE_CONSTRAINT_CHECK' || text === sqliteError.message) return refusals.constraint(resource, error);
+  const rule = `CHECK ${[...text].length > MAX_RULE ? `${[...text].slice(0, MAX_RULE).join('')}…` : text}`;
+  const words = new Set(text.match(/[\p{L}\p{N}_$]+/gu));
+  const mentioned = resource.fields.filter((f) => words.has(f.column.name));
+  return refusals.constraint(resource, error, rule, mentioned.length === 1 ? mentioned[0]?.key : undefined);
+}
+
 /**
  * The 503 for a write the database cannot take right now (busy, disk full, read-only, I/O error),
  * or undefined for any other error. Shared by every writer (resources, idempotency keys, secrets).
@@ -392,7 +418,7 @@ function createKindStore(
       case 'foreignKey':
         return action === 'remove' ? refusals.stillReferenced(resource, error) : refusedReference(row, error);
       case 'constraint':
-        return refusals.constraint(resource, error);
+        return constraintRefusal(resource, sqliteError as Error & { code: string }, error);
       case 'unavailable':
         return unavailableFrom(error);
       default:

@@ -172,8 +172,15 @@ export const refusals = {
         'a reference names an element that does not exist, or an element still referenced was removed. Nothing was written.',
       { cause },
     ),
-  constraint: (resource: Resource, cause: unknown) =>
-    new ApiError('unprocessable', `The ${resource.name} element breaks a constraint of its table.`, { cause }),
+  /**
+   * A CHECK (or another constraint of the table's own) the element breaks: `rule` as the engine names it
+   * (its expression, or its name), and the one field it is about when that can be told.
+   */
+  constraint: (resource: Resource, cause: unknown, rule?: string, field?: string) =>
+    new ApiError('unprocessable', `The ${resource.name} element breaks a constraint of its table${rule ? ` (${rule})` : ''}.`, {
+      ...(rule && field && { errors: [{ path: field, message: `breaks ${rule}` }] }),
+      cause,
+    }),
   /** A searchable kind whose index its migrations have not built yet (the service started before they ran). */
   searchIndexMissing: (resource: Resource, cause: unknown) =>
     new ApiError('unavailable', `Search on ${resource.name} is unavailable: its search index is not built; apply the migrations.`, {
