@@ -114,4 +114,35 @@ onPostgres('composite text keys, NUMERIC, BLOB and untyped values, read-only kin
   assert.is((await service.request('GET', '/AlbumSummary')).status, 200);
 });
 
+onPostgres(
+  'a foreign key checked at commit (DEFERRABLE INITIALLY DEFERRED) refuses a write as an immediate one does',
+  async ({ service }) => {
+    const [constraint] = await service.sql(
+      `SELECT conname AS name FROM pg_constraint WHERE conrelid = '"Track"'::regclass AND contype = 'f'
+       AND conkey = ARRAY[(SELECT attnum FROM pg_attribute WHERE attrelid = '"Track"'::regclass AND attname = 'MediaTypeId')]`,
+    );
+    const name = `"${constraint?.name as string}"`;
+    await service.sql(`ALTER TABLE "Track" ALTER CONSTRAINT ${name} DEFERRABLE INITIALLY DEFERRED`);
+    try {
+      const body = { name: 'Deferred', mediaTypeId: 987654, milliseconds: 1, unitPrice: '0.99' };
+      const alone = await service.request('POST', '/Track', { body });
+      assert.is(alone.status, 422, alone.text);
+      assert.equal(alone.body.errors, [{ path: 'mediaTypeId', message: 'names no MediaType element' }]);
+      const batch = await service.request('POST', '/_batch', {
+        body: {
+          operations: [
+            { method: 'POST', path: '/Genre', body: { name: 'Deferred genre' } },
+            { method: 'POST', path: '/Track', body },
+          ],
+        },
+      });
+      assert.is(batch.status, 422, batch.text);
+      assert.match(batch.body.detail, /foreign key that the database checks when it commits/);
+      assert.is((await service.request('GET', '/Genre?name=Deferred%20genre&count=true')).headers.get('x-total-count'), '0');
+    } finally {
+      await service.sql(`ALTER TABLE "Track" ALTER CONSTRAINT ${name} NOT DEFERRABLE`);
+    }
+  },
+);
+
 onPostgres.run();

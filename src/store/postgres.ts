@@ -654,7 +654,11 @@ export function createPostgresStore(
         return { response, replayed: false };
       },
       true,
-    );
+      // Refused at COMMIT by a foreign key checked there (DEFERRABLE INITIALLY DEFERRED): every operation ran,
+      // each refusal inside mapped in its savepoint, so which one broke it is not known.
+    ).catch((error: unknown) => {
+      throw (error as PgError).code === '23503' ? refusals.brokenAtCommit(error) : error;
+    });
   /** The batches of this instance run one after another: one waiting for the lock holds no pooled connection. */
   let turn: Promise<unknown> = Promise.resolve();
   return {
