@@ -3,7 +3,7 @@
 // The drift checks cover both the user's schema (src/db/) and the tests' pet shop (test/pet-shop/).
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { generateSQLiteDrizzleJson, generateSQLiteMigration } from 'drizzle-kit/api';
+import { generateDrizzleJson, generateMigration, generateSQLiteDrizzleJson, generateSQLiteMigration } from 'drizzle-kit/api';
 import { getTableName, is, relations, sql } from 'drizzle-orm';
 import { integer, primaryKey, SQLiteTable, sqliteTable, sqliteView, text } from 'drizzle-orm/sqlite-core';
 import { suite } from 'uvu';
@@ -12,6 +12,7 @@ import { checkDrift } from '../src/cli/generate.js';
 import { closeDatabase, openDatabase } from '../src/db/client.js';
 import * as internal from '../src/db/internal-schema.js';
 import { applyMigrations, MIGRATIONS_FOLDER, migrationStatus } from '../src/db/migrate.js';
+import { toPgTables } from '../src/db/pg-schema.js';
 import * as userSchema from '../src/db/schema.js';
 import { searchable } from '../src/db/search.js';
 import { createRegistry, RegistryError, type Resource } from '../src/resources.js';
@@ -297,3 +298,28 @@ registry('a searchable() declaration its migrations do not build is drift on bot
 });
 
 registry.run();
+
+const toPostgres = suite('schema: PostgreSQL tables derived from the SQLite declarations');
+
+toPostgres(
+  "SQLite's current-time defaults become PostgreSQL's, written as SQLite writes them; other SQL defaults as declared",
+  async () => {
+    const stamped = sqliteTable('stamped', {
+      id: integer('id').primaryKey(),
+      at: text('at').default(sql`(datetime('now'))`),
+      day: text('day').default(sql`( date( 'now' ) )`),
+      clock: text('clock').default(sql`TIME('now')`),
+      keyword: text('keyword').default(sql`CURRENT_TIMESTAMP`),
+      other: text('other').default(sql`(lower('X'))`),
+    });
+    const statements = (await generateMigration(generateDrizzleJson({}), generateDrizzleJson(toPgTables({ stamped })))).join('\n');
+    const stamp = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')";
+    assert.ok(statements.includes(`"at" text DEFAULT ${stamp}`), statements);
+    assert.ok(statements.includes(`"day" text DEFAULT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD')`), statements);
+    assert.ok(statements.includes(`"clock" text DEFAULT to_char(now() AT TIME ZONE 'UTC', 'HH24:MI:SS')`), statements);
+    assert.ok(statements.includes(`"keyword" text DEFAULT ${stamp}`), statements);
+    assert.ok(statements.includes(`"other" text DEFAULT (lower('X'))`), statements);
+  },
+);
+
+toPostgres.run();

@@ -90,11 +90,22 @@ function builderOf(column: SQLiteColumn, serverAssigned: boolean): PgColumnBuild
   }
 }
 
-/** SQLite's current time in a text column, as SQLite writes it (UTC, its formats), in PostgreSQL's words. */
+const NOW_TIMESTAMP = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')";
+const NOW_DATE = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD')";
+const NOW_TIME = "to_char(now() AT TIME ZONE 'UTC', 'HH24:MI:SS')";
+
+/**
+ * SQLite's current time in a text column, as SQLite writes it (UTC, its formats), in PostgreSQL's words:
+ * its keywords, and the date functions real schemas use for them (`datetime('now')`), upper-cased and
+ * without spaces. @see https://sqlite.org/lang_datefunc.html
+ */
 const SQLITE_NOW: Record<string, string> = {
-  CURRENT_TIMESTAMP: "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')",
-  CURRENT_DATE: "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
-  CURRENT_TIME: "to_char(now() AT TIME ZONE 'UTC', 'HH24:MI:SS')",
+  CURRENT_TIMESTAMP: NOW_TIMESTAMP,
+  CURRENT_DATE: NOW_DATE,
+  CURRENT_TIME: NOW_TIME,
+  "DATETIME('NOW')": NOW_TIMESTAMP,
+  "DATE('NOW')": NOW_DATE,
+  "TIME('NOW')": NOW_TIME,
 };
 
 /**
@@ -112,7 +123,7 @@ function defaultOf(column: SQLiteColumn, pgText: boolean): unknown {
     .join('')
     .trim()
     .replace(/^\((.*)\)$/, '$1')
-    .trim()
+    .replace(/\s+/g, '')
     .toUpperCase();
   const now = SQLITE_NOW[text];
   return now === undefined ? value : sql.raw(now);
