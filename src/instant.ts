@@ -6,6 +6,8 @@
  * millisecond (which no stored value has), and the offset.
  */
 const ISO_8601 = /^(\d{4}-\d{2}-\d{2})(?:(T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,3})?)?)(\d*)(Z|[+-]\d{2}:\d{2})?)?$/;
+/** What toInstant reads, as a JSON Schema pattern (the OpenAPI document's timestamp filters). */
+export const INSTANT_PATTERN = ISO_8601.source;
 
 /**
  * A date or date-time as a Date, or undefined when it is not ISO 8601, names no instant (`2026-02-30`

@@ -8,7 +8,8 @@ import { BATCH_HEADERS, BATCH_METHODS, BATCH_OPERATIONS, BATCH_PATH, LABEL } fro
 import { CHANGES_PATH, SEQ_PATTERN, TICKET_PATH } from './api/changes.js';
 import { MAX_CHILDREN } from './api/expand.js';
 import { customKindOf, isInteger } from './db/columns.js';
-import { isComparable, LIMIT, type Operator, operatorsOf, QUERY_LIMITS, RELEVANCE } from './query.js';
+import { INSTANT_PATTERN } from './instant.js';
+import { isComparable, JSON_NUMBER, kindOf, LIMIT, type Operator, operatorsOf, QUERY_LIMITS, RELEVANCE } from './query.js';
 import { TICKET_TTL_MS } from './tickets.js';
 import { BULK_ELEMENTS } from './validation.js';
 
@@ -20,6 +21,8 @@ const oneOrMany = (schema: Json): Json => ({
 });
 
 import {
+  CANONICAL_INTEGER,
+  DECIMAL,
   type Field,
   type Method,
   NUMERIC_DIGITS,
@@ -188,15 +191,60 @@ function fieldSchema(field: Field): Json {
  */
 function operandSchema(field: Field, op: Operator): Json {
   if (op === 'null') return { type: 'boolean' };
-  if (op === 'in' || op === 'contains' || op === 'startsWith') return { type: 'string' };
-  return fieldSchema(field);
+  if (op === 'contains' || op === 'startsWith') return { type: 'string' };
+  if (op === 'in') return listSchema(field);
+  return filterValueSchema(field);
+}
+
+/**
+ * An `in` filter's value: one string of comma-separated values (a client library that repeats an array's
+ * parameter would ask for rows matching every value at once: none), each of the field's type where that
+ * has a pattern.
+ */
+function listSchema(field: Field): Json {
+  const item = valuePattern(field);
+  return { type: 'string', ...(item !== undefined && { pattern: `^(${item})(,(${item}))*$` }) };
+}
+
+/** A filter value of `field` as a pattern without anchors (undefined: any text). */
+function valuePattern(field: Field): string | undefined {
+  const bare = (source: string) => source.replace(/^\^/, '').replace(/\$$/, '');
+  const { enumValues } = field.column;
+  switch (kindOf(field)) {
+    case 'integer':
+      return bare(CANONICAL_INTEGER.source);
+    case 'number':
+      return bare(JSON_NUMBER.source);
+    case 'decimal':
+      return bare(DECIMAL.source);
+    case 'boolean':
+      return 'true|false';
+    case 'timestamp':
+    case 'date':
+      return bare(INSTANT_PATTERN);
+    default:
+      return enumValues?.length ? enumValues.map((v) => v.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|') : undefined;
+  }
+}
+
+/** One value a filter compares a field with: the field's own schema, but for an instant, which any ISO 8601 date or date-time names. */
+function filterValueSchema(field: Field): Json {
+  const kind = kindOf(field);
+  if (kind !== 'timestamp' && kind !== 'date') return fieldSchema(field);
+  return {
+    type: 'string',
+    pattern: INSTANT_PATTERN,
+    description: 'an ISO 8601 date or date-time (UTC when it has no offset), to the millisecond, in years 0000–9999',
+  };
 }
 
 /** The §5 query language of a list: paging, sort, count, every filter of every scalar field, and [null] of the others. */
 function listParameters(resource: Resource): Json[] {
   const scalar = resource.fields.filter(isComparable);
   const filters = resource.fields.flatMap((field) => [
-    ...(isComparable(field) ? [{ name: field.key, in: 'query', description: `${field.key} equals`, schema: fieldSchema(field) }] : []),
+    ...(isComparable(field)
+      ? [{ name: field.key, in: 'query', description: `${field.key} equals`, schema: filterValueSchema(field) }]
+      : []),
     ...operatorsOf(field).map((op) => ({
       name: `${field.key}[${op}]`,
       in: 'query',

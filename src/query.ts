@@ -113,7 +113,7 @@ export interface ListQueryOptions {
 
 const FILTER_NAME = /^([A-Za-z_][A-Za-z0-9_]*)(?:\[([A-Za-z]+)\])?$/;
 /** A number as JSON writes one (RFC 8259 §6). */
-const JSON_NUMBER = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$/;
+export const JSON_NUMBER = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$/;
 const TEXT_ONLY: readonly Operator[] = ['contains', 'startsWith'];
 
 /** A 400 naming a parameter; the name is cut short like any client text echoed in an error. */
@@ -129,7 +129,7 @@ const INSTANT = 'an ISO 8601 date or date-time between 0000-01-01 and 9999-12-31
  * Scalar kinds a field can be filtered and sorted by; others (json, blobs) cannot. A server-managed
  * timestamp is stored as ISO 8601 text in UTC: a `timestamp`, compared as such (API.md §1).
  */
-function kindOf(field: Field): 'integer' | 'number' | 'decimal' | 'boolean' | 'string' | 'date' | 'timestamp' | undefined {
+export function kindOf(field: Field): 'integer' | 'number' | 'decimal' | 'boolean' | 'string' | 'date' | 'timestamp' | undefined {
   const { dataType, columnType } = field.column;
   if (isInteger(field.column)) return 'integer';
   if (dataType === 'number') return 'number';

@@ -401,5 +401,51 @@ Restart('503s (never a 500) while PostgreSQL is down, full service after, nothin
   });
 });
 
+const Terminated = suite('scale-out: connections PostgreSQL ends under load');
+
+Terminated('an instance whose connections PostgreSQL ends while requests use them answers 503 and serves on', async () => {
+  const database = await createPgDatabase();
+  const service = await spawnService({ DATABASE_URL: database.url, PG_CONNECT_TIMEOUT_MS: '2000' });
+  const admin = new pg.Client({ connectionString: database.url });
+  await admin.connect();
+  const statuses = new Map<number | 'network', number>();
+  let running = true;
+  const client = async () => {
+    for (let i = 0; running; i++) {
+      const reply =
+        i % 2 === 0
+          ? await request(service.url, 'GET', '/users?limit=5&count=true').catch(() => undefined)
+          : await request(service.url, 'POST', '/users', { body: { name: 'T', email: `t${process.hrtime.bigint()}@ended.test` } }).catch(
+              () => undefined,
+            );
+      const status = reply?.status ?? 'network';
+      statuses.set(status, (statuses.get(status) ?? 0) + 1);
+    }
+  };
+  try {
+    const clients = Array.from({ length: 8 }, client);
+    // PostgreSQL ends every connection of the service (a restart or failover does the same), over and over.
+    for (let round = 0; round < 30; round++) {
+      await sleep(50);
+      await admin.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = 'restable'",
+      );
+    }
+    running = false;
+    await Promise.all(clients);
+    assert.is(service.child.exitCode, null, `the service is still running: ${service.output()}`);
+    assert.equal(unexpected(statuses, [200, 201, 503]), {}, 'only 200, 201 and 503');
+    // Once PostgreSQL leaves its connections alone, every request is served again.
+    assert.is((await request(service.url, 'GET', '/users?limit=1')).status, 200);
+    assert.is((await request(service.url, 'POST', '/users', { body: { name: 'After', email: 'after@ended.test' } })).status, 201);
+  } finally {
+    running = false;
+    await admin.end();
+    await service.stop();
+    await database.drop();
+  }
+});
+
 Fleet.run();
 Restart.run();
+Terminated.run();

@@ -382,7 +382,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
    * answers alone; a batch whose second operation names a missing element answers 404 with
    * `"operation": 1`.
    */
-  async function probeBatch(template: string): Promise<void> {
+  async function probeBatch(template: string, operation: Json): Promise<void> {
     const elements = Object.keys(paths)
       .filter((p) => /^\/[^{}]+\/\{[^}]+\}$/.test(p) && paths[p]?.get)
       .map((p) => concrete(p, false))
@@ -396,7 +396,9 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
       const alone = await call('GET', path);
       same = results[i]?.status === alone.status && (results[i]?.headers?.ETag ?? null) === alone.headers.get('etag');
     }
-    record(template, 'POST', `200, ${reads.length} results as alone`, `${batch.status}, ${results.length} results`, same);
+    const batchErrors = answerErrors(operation, batch);
+    const got = `${batch.status}, ${results.length} results${batchErrors.length ? `, ${firstOf(batchErrors)}` : ''}`;
+    record(template, 'POST', `200, ${reads.length} results as alone`, got, same && batchErrors.length === 0);
     const missingElement = Object.keys(paths).find((p) => /^\/[^{}]+\/\{[^}]+\}$/.test(p) && paths[p]?.get);
     const missing = missingElement === undefined ? undefined : concrete(missingElement, true);
     if (missing === undefined || reads[0] === undefined) return;
@@ -406,21 +408,39 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
         { method: 'GET', path: missing },
       ],
     });
+    const failingErrors = answerErrors(operation, failing);
     record(
       template,
       'POST [failing]',
       '404 operation 1',
-      `${failing.status} operation ${failing.body?.operation ?? '-'}`,
-      failing.status === 404 && failing.body?.operation === 1,
+      `${failing.status} operation ${failing.body?.operation ?? '-'}${failingErrors.length ? `, ${firstOf(failingErrors)}` : ''}`,
+      failing.status === 404 && failing.body?.operation === 1 && failingErrors.length === 0,
     );
   }
 
-  /** How a JSON body breaks the schema its operation documents for the reply's status and media type (none documented: nothing). */
-  function bodyErrors(operation: Json, reply: Reply): string[] {
+  /**
+   * How an answer breaks what its operation documents for its status (none documented: nothing): a header
+   * marked required that is missing, a media type not documented (a body where the status documents none
+   * counts too), a JSON body that breaks its schema. `withBody`: false for HEAD, whose answer has none.
+   */
+  function answerErrors(operation: Json, reply: Reply, withBody = true): string[] {
+    const response = resolve(resolve(operation.responses)?.[String(reply.status)]);
+    if (response === undefined) return [];
+    const errors: string[] = [];
+    for (const [name, header] of Object.entries<Json>(response.headers ?? {})) {
+      if (resolve(header)?.required && !reply.headers.has(name)) errors.push(`no ${name} header, which is required`);
+    }
+    if (!withBody) return errors;
     const type = mediaTypeOf(reply.headers);
-    const schema = resolve(resolve(operation.responses)?.[String(reply.status)])?.content?.[type]?.schema;
-    if (schema === undefined || !/[/+]json$/.test(type)) return [];
-    return schemaErrors(schema, reply.body);
+    const documented = Object.keys(response.content ?? {});
+    const sent = reply.headers.has('content-type') && (reply.headers.get('content-length') ?? '') !== '0';
+    if (sent && !documented.includes(type)) {
+      errors.push(`answered ${type}, documented ${documented.length ? documented.join(' or ') : 'no body'}`);
+      return errors;
+    }
+    const schema = response.content?.[type]?.schema;
+    if (schema !== undefined && /[/+]json$/.test(type)) errors.push(...schemaErrors(schema, reply.body));
+    return errors;
   }
 
   /** The first of `errors` and how many more, for a report cell. */
@@ -515,7 +535,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
     }
 
     const page = await call('GET', target, undefined, undefined, json);
-    const pageErrors = bodyErrors(operation, page);
+    const pageErrors = answerErrors(operation, page);
     const changes: Json[] = page.status === 200 && Array.isArray(page.body) ? page.body : [];
     record(
       template,
@@ -632,7 +652,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
         continue;
       }
       if (method === 'POST' && isBatch(operation)) {
-        await probeBatch(template);
+        await probeBatch(template, operation);
         continue;
       }
       if ((method === 'GET' || method === 'HEAD') && isFeed(operation)) {
@@ -665,8 +685,8 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
           record(template, 'POST [array]', '201 [1], or 409/422 naming element 0', got, one || refused);
         }
       }
-      // The body, where the document gives its schema, must follow it.
-      const invalid = method === 'HEAD' ? [] : bodyErrors(operation, reply);
+      // The answer, where the document describes it, must follow it.
+      const invalid = answerErrors(operation, reply, method !== 'HEAD');
       record(
         template,
         method,
@@ -677,7 +697,14 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
       if (template.includes('{') && method !== 'OPTIONS') {
         const missing = concrete(template, true) as string;
         const gone = await call(method, missing, body, type);
-        record(template.replace(/\{[^}]+\}/g, '{missing}'), method, '404', String(gone.status), gone.status === 404);
+        const wrong = answerErrors(operation, gone, method !== 'HEAD');
+        record(
+          template.replace(/\{[^}]+\}/g, '{missing}'),
+          method,
+          '404',
+          wrong.length > 0 ? `${gone.status}, ${firstOf(wrong)}` : String(gone.status),
+          gone.status === 404 && wrong.length === 0,
+        );
       }
     }
   }

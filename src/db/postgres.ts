@@ -98,6 +98,21 @@ export function openPostgres(url: string, options: PostgresOptions = POSTGRES_DE
   return { kind: 'postgres', pool, url: redactUrl(url) };
 }
 
+/**
+ * Listens for the 'error' event of a connection checked out of the pool: PostgreSQL ending it (a restart,
+ * `pg_terminate_backend`) between two queries emits one, and an 'error' event nobody listens for ends the
+ * process. The query under way, or the next, fails on its own (a 503); `lost` tells the error heard, so
+ * the connection goes back to the pool as broken. `stop` before giving it back.
+ */
+export function watchConnection(client: pg.PoolClient): { lost: () => Error | undefined; stop: () => void } {
+  let heard: Error | undefined;
+  const listener = (error: Error) => {
+    heard ??= error;
+  };
+  client.on('error', listener);
+  return { lost: () => heard, stop: () => client.off('error', listener) };
+}
+
 /** Waits for checked-out connections to be released, then closes every connection. */
 export async function closePostgres({ pool }: PostgresHandle): Promise<void> {
   if (!pool.ended) await pool.end();

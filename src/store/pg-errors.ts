@@ -54,6 +54,10 @@ export function isUnavailable(error: PgError): boolean {
 export function pgUnavailableFrom(error: unknown): ApiError | undefined {
   if (error instanceof ApiError) return error.code === 'unavailable' ? error : undefined;
   if (!(error instanceof Error) || !isUnavailable(error as PgError)) return undefined;
+  // Cancelled by the service's own bound on a statement (the server is there, it was slow).
+  if ((error as PgError).code === '57014') {
+    return refusals.unavailable('A statement took longer than the database may take (PG_STATEMENT_TIMEOUT_MS); try again later.', error);
+  }
   return refusals.unavailable('The database cannot be reached right now; try again later.', error);
 }
 
