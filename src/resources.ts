@@ -406,7 +406,9 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
       if (!(value instanceof z.ZodString)) return value;
       const segment =
         keyFields.length === 1
-          ? value.refine((v) => v !== '.' && v !== '..', 'must not be "." or "..": the element is addressed by it')
+          ? value
+              .refine((v) => v !== '.' && v !== '..', 'must not be "." or "..": the element is addressed by it')
+              .meta({ not: { enum: ['.', '..'] } }) // the refinement, as the OpenAPI document can say it
           : value;
       return segment.min(1, 'must not be empty: the element is addressed by it');
     };

@@ -1,6 +1,6 @@
 // Reliability (issue 8): no acknowledged write is lost when the process is killed; two services on
 // one file both stay correct; the WAL stays bounded under continuous reads and writes.
-import { statSync } from 'node:fs';
+import { rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -154,6 +154,23 @@ test('the WAL stays bounded under continuous reads and writes (checkpoints are n
   } finally {
     running = false;
     await service.close();
+  }
+});
+
+test('a database file removed or replaced under the service: /readyz says so (503), so it is taken out of rotation', async () => {
+  for (const how of ['removed', 'replaced'] as const) {
+    const service = await startService();
+    try {
+      const path = service.config.databasePath;
+      assert.is((await service.request('GET', '/readyz')).status, 200);
+      for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
+      if (how === 'replaced') writeFileSync(path, '');
+      const ready = await service.request('GET', '/readyz');
+      assert.is(ready.status, 503, ready.text);
+      assert.match(ready.body.detail, new RegExp(`the database file .+ was ${how} since the service opened it; restart the service`));
+    } finally {
+      await service.close();
+    }
   }
 });
 

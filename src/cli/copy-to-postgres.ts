@@ -12,7 +12,7 @@ import * as internalSchema from '../db/internal-schema.js';
 import { MigrationError, migrationStatus } from '../db/migrate.js';
 import { applyPgMigrations } from '../db/pg-migrate.js';
 import { toPgTables } from '../db/pg-schema.js';
-import { closePostgres, openPostgres, POSTGRES_DEFAULTS, redactUrl, watchConnection } from '../db/postgres.js';
+import { closePostgres, openPostgres, POSTGRES_DEFAULTS, redactUrl } from '../db/postgres.js';
 import { ident } from '../db/quote.js';
 import * as userSchema from '../db/schema.js';
 import { createRegistry } from '../resources.js';
@@ -145,7 +145,6 @@ async function copyToPostgres(from: string, to: string, log: (line: string) => v
       throw new CopyError(`cannot use the PostgreSQL database ${target}: ${(error as Error).message}`);
     }
     const copied = new Map<string, number>();
-    const watch = watchConnection(client);
     try {
       // Every read sees one snapshot of the SQLite file, even if something still writes to it.
       sqlite.exec('BEGIN');
@@ -170,8 +169,7 @@ async function copyToPostgres(from: string, to: string, log: (line: string) => v
       const cause = (error as Error).cause instanceof Error ? ((error as Error).cause as Error) : (error as Error);
       throw new CopyError(`copy failed, no row was copied to ${target}: ${cause.message.split('\n')[0]?.slice(0, 300)}`);
     } finally {
-      watch.stop();
-      client.release(watch.lost());
+      client.release();
       sqlite.exec('ROLLBACK');
     }
   } finally {

@@ -1,6 +1,6 @@
 // Opens the SQLite file with the pragmas the service relies on, and closes it cleanly.
 // It owns no global handle: callers keep what openDatabase returns and pass it on.
-import { existsSync, mkdirSync, statfsSync } from 'node:fs';
+import { existsSync, mkdirSync, statfsSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { type BetterSQLite3Database, drizzle } from 'drizzle-orm/better-sqlite3';
@@ -89,6 +89,26 @@ export const MIN_FREE_BYTES = 1024 * 1024;
  * user_version). Returns why not, or undefined. It tries the write lock once: while another
  * connection holds it, the answer is "locked", not a blocked event loop.
  */
+/**
+ * Whether the file at the open database's path is still the one opened (same device and inode): a file
+ * removed or replaced under the service (`rm`, a copy over it) leaves it writing to the unlinked one, which
+ * no other process sees and which is gone at its next start. Read once now; the checker says what happened
+ * (undefined: still the same file, or a database in memory).
+ */
+export function replacedFileCheck({ sqlite }: DatabaseHandle): () => string | undefined {
+  if (sqlite.memory) return () => undefined;
+  const path = sqlite.name;
+  const opened = statSync(path, { bigint: true });
+  return () => {
+    const now = statSync(path, { bigint: true, throwIfNoEntry: false });
+    if (!now) return `the database file ${path} was removed since the service opened it; restart the service`;
+    if (now.ino !== opened.ino || now.dev !== opened.dev) {
+      return `the database file ${path} was replaced since the service opened it; restart the service`;
+    }
+    return undefined;
+  };
+}
+
 export function probeWrite({ sqlite }: DatabaseHandle): string | undefined {
   try {
     if (sqlite.name !== ':memory:') {

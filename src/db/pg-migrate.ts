@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import type pg from 'pg';
 import { changedSince, MigrationError, type MigrationStatus, type Recorded, readJournal, refuseUnknown, statusOf } from './migrate.js';
-import { type PostgresHandle, watchConnection } from './postgres.js';
+import type { PostgresHandle } from './postgres.js';
 
 /** The committed PostgreSQL migrations; the same from src/db (tsx) and dist/db (compiled). */
 export const PG_MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations/pg', import.meta.url));
@@ -78,7 +78,6 @@ export async function applyPgMigrations(
   afterApplied?: (client: pg.PoolClient) => Promise<void>,
 ): Promise<{ applied: string[] }> {
   const client = await handle.pool.connect();
-  const watch = watchConnection(client);
   try {
     // Waiting for another instance's migration, or a long one, is not a request: no statement timeout.
     await client.query('SET statement_timeout = 0');
@@ -99,7 +98,6 @@ export async function applyPgMigrations(
     }
   } finally {
     // Closed rather than pooled: it carries the changed statement_timeout, and closing it frees the lock whatever happened.
-    watch.stop();
     client.release(true);
   }
 }

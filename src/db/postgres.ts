@@ -95,22 +95,13 @@ export function openPostgres(url: string, options: PostgresOptions = POSTGRES_DE
   pool.on('error', () => {
     // An idle client lost its connection; the pool has removed it already.
   });
+  // A connection PostgreSQL ends (a restart, pg_terminate_backend) emits 'error' on its client, also while it is
+  // checked out between two queries, where the pool listens no more (it hands a client out synchronously, in the
+  // middle of reading a packet that may hold that very error): an 'error' event nobody listens for ends the
+  // process. Every client listens from its first connection on; the query under way, or the next one, fails
+  // on its own (a 503), and the pool drops the broken client when it comes back.
+  pool.on('connect', (client) => client.on('error', () => {}));
   return { kind: 'postgres', pool, url: redactUrl(url) };
-}
-
-/**
- * Listens for the 'error' event of a connection checked out of the pool: PostgreSQL ending it (a restart,
- * `pg_terminate_backend`) between two queries emits one, and an 'error' event nobody listens for ends the
- * process. The query under way, or the next, fails on its own (a 503); `lost` tells the error heard, so
- * the connection goes back to the pool as broken. `stop` before giving it back.
- */
-export function watchConnection(client: pg.PoolClient): { lost: () => Error | undefined; stop: () => void } {
-  let heard: Error | undefined;
-  const listener = (error: Error) => {
-    heard ??= error;
-  };
-  client.on('error', listener);
-  return { lost: () => heard, stop: () => client.off('error', listener) };
 }
 
 /** Waits for checked-out connections to be released, then closes every connection. */

@@ -2,7 +2,7 @@
 // key that signs paging cursors. SQLite answers synchronously; PostgreSQL after a round trip.
 import type { Config } from '../config.js';
 import { readCursorKey } from '../cursor.js';
-import { type DatabaseHandle, probeWrite } from '../db/client.js';
+import { type DatabaseHandle, probeWrite, replacedFileCheck } from '../db/client.js';
 import * as internalSchema from '../db/internal-schema.js';
 import { MIGRATIONS_FOLDER, migrationStatus } from '../db/migrate.js';
 import { PG_MIGRATIONS_FOLDER, pgMigrationStatus } from '../db/pg-migrate.js';
@@ -51,6 +51,7 @@ function sqliteBackend(database: DatabaseHandle, { resources, config, migrations
     return resources.flatMap((r) => (columnsOf.all(r.name) as string[]).map((c) => `${r.name}.${c}`));
   });
   const readKey = onFirstUse(() => readCursorKey(database.db, config.cursorSecret));
+  const replaced = replacedFileCheck(database);
   try {
     // Read (on a new database: made and committed) now, never first inside a batch that may roll it back.
     readKey();
@@ -62,6 +63,8 @@ function sqliteBackend(database: DatabaseHandle, { resources, config, migrations
     isOpen: () => database.sqlite.open,
     notReady() {
       if (!database.sqlite.open) return 'the database is closed';
+      const gone = replaced();
+      if (gone) return gone;
       if (writeFailure && probeWrite(database) === undefined) writeFailure = undefined;
       if (writeFailure) return `writes are failing (${writeFailure}); reads still work`;
       return pendingOf(migrationStatus(database, migrationsFolder).pending) ?? schemaAhead();

@@ -1,7 +1,6 @@
 // A connection of the PostgreSQL pool for one piece of work: in a transaction when asked, run again
 // after a serialization failure or a deadlock, given back to the pool unless it broke.
 import type pg from 'pg';
-import { watchConnection } from '../db/postgres.js';
 import { afterRetries, isRetryable, isUnavailable, pgUnavailableFrom } from './pg-errors.js';
 
 /** A transaction that lost a serialization race or a deadlock is run again this many times in all, then a 503. */
@@ -22,7 +21,6 @@ export async function withConnection<T>(pool: pg.Pool, work: (client: pg.PoolCli
       throw pgUnavailableFrom(error) ?? error;
     }
     let broken: Error | undefined;
-    const watch = watchConnection(client);
     try {
       if (!transaction) return await work(client);
       await client.query('BEGIN');
@@ -35,8 +33,7 @@ export async function withConnection<T>(pool: pg.Pool, work: (client: pg.PoolCli
       if (isRetryable(error) && attempt < MAX_ATTEMPTS) continue;
       throw afterRetries(error);
     } finally {
-      watch.stop();
-      client.release(broken ?? watch.lost());
+      client.release(broken);
     }
   }
 }

@@ -39,7 +39,7 @@ const NETWORK_CODES = new Set([
 ]);
 /** node-postgres's own errors for a lost, never-made or closed connection carry no code. */
 const NO_CONNECTION =
-  /Connection terminated|timeout exceeded when trying to connect|connection error|Connection ended|Client was closed|after calling end on the pool/i;
+  /Connection terminated|timeout exceeded when trying to connect|connection error|Connection ended|Client was closed|after calling end on the pool|is not queryable/i;
 
 /** Whether an error says the database is unreachable or refusing work (not that the request is wrong). */
 export function isUnavailable(error: PgError): boolean {
