@@ -41,6 +41,9 @@ export function markClosing(socket: Duplex | null): void {
   if (socket) closing.add(socket);
 }
 
+/** Whether an answer on `socket` has said it closes the connection (nothing after it is answered). */
+export const isClosing = (socket: Duplex): boolean => closing.has(socket);
+
 /**
  * The server's request listener around `serve`: a request pipelined behind one whose answer is still
  * being written waits until that answer is done (Node hands it its socket then), so that requests on a
@@ -56,12 +59,28 @@ export function inConnectionOrder(serve: RequestListener): RequestListener {
     if (res.socket !== null) return start(req, res);
     const socket = req.socket;
     queued.set(socket, queuedOn(socket) + 1);
+    // Counted as output waiting to be written, Node's own flood guard stops reading the connection while
+    // requests wait (a request that waits writes nothing, so a client that pipelines without reading its
+    // answers would otherwise be read without bound) and reads on once they have been served.
+    const pending = (res as PendingOutput)._onPendingData;
+    pending?.(QUEUED_REQUEST_BYTES);
     res.once('socket', () => {
       queued.set(socket, queuedOn(socket) - 1);
+      pending?.(-QUEUED_REQUEST_BYTES);
       start(req, res);
     });
   };
 }
+
+/**
+ * What a request waiting for its turn counts for against the connection's output bound (the socket's
+ * writableHighWaterMark, 16 KiB): past 16 waiting requests (and the rest of the packet being parsed), Node
+ * reads no more from the connection until they have been answered.
+ */
+const QUEUED_REQUEST_BYTES = 1024;
+
+/** Node's report of a response's buffered output to its connection (it pauses reading past the bound, resumes below it). */
+type PendingOutput = ServerResponse & { _onPendingData?: (delta: number) => void };
 
 /** Requests pipelined behind an answer in progress, not yet given the connection, per connection. */
 const queued = new WeakMap<Duplex, number>();

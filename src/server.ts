@@ -4,7 +4,7 @@ import { createServer, type IncomingMessage, type RequestListener, type Server, 
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
-import { continueWhenRead, inConnectionOrder, linger, queuedOn } from './connection.js';
+import { announcesBody, continueWhenRead, inConnectionOrder, isClosing, linger, queuedOn } from './connection.js';
 import { IdentifiedResponse, requestIdOf, SECURITY_HEADER_LINES } from './guards.js';
 
 const KEEP_ALIVE_TIMEOUT_MS = 5000;
@@ -19,6 +19,9 @@ type RefusalLog = Pick<Logger, 'warn'> | undefined;
  * corrupt that response.
  */
 function refuse(log: RefusalLog, socket: Duplex, refusal: Refusal, givenId?: unknown): void {
+  // After an answer that closes the connection, what the client sent is neither run nor answered (RFC 9112
+  // §9.6; Node's parser reports those bytes as an error): that answer's own close ends the connection.
+  if (isClosing(socket)) return;
   const current = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
   const answering = current && !current.writableFinished;
   if ((answering && current.req?.complete) || queuedOn(socket) > 0) {
@@ -121,12 +124,19 @@ export function createHttpServer(
   // answer: by default Node ends the connection at the client's FIN, dropping an answer that waits for the
   // database (a POST on PostgreSQL was committed and never answered). Node ends it after the last answer.
   (server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+  // Every header field reaches the guards, not only the first 2000 (Node's default drops the rest unseen: a
+  // second Host, an Expect or a Content-Length past them would go unchecked). The header size bound still
+  // bounds how many there can be.
+  server.maxHeadersCount = 0;
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => refuse(log, socket, refusalOf(error)));
   server.on('connect', (req: IncomingMessage, socket: Duplex) => refuse(log, socket, TUNNEL, req.headers['x-request-id']));
   // Expect: 100-continue: the 100 goes out when the body is read, so a request refused on its headers
   // (401, 404, 415…) gets its final answer instead, and the client never sends the body.
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
-    continueWhenRead(req, res);
+    // A request that announces no body has none to wait for (RFC 9110 §10.1.1): served as any other, its
+    // connection kept (Node closes one whose client expected a 100 it was not sent).
+    if (announcesBody(req)) continueWhenRead(req, res);
+    else (res as ServerResponse & { _expect_continue: boolean })._expect_continue = false;
     serve(req, res);
   });
   // An Expect other than 100-continue goes to the app like any request; its guards answer 417.

@@ -173,6 +173,12 @@ protocol('OPTIONS refuses query parameters like every other method', async ({ se
 protocol('a Host that is no authority, two Content-Types or a transfer coding other than chunked are refused', async ({ service }) => {
   const badHost = await raw(service.url, 'GET /users HTTP/1.1\r\nHost: a b\r\nConnection: close\r\n\r\n');
   assert.is(badHost.status, 400);
+  // Behind 2,500 short header fields (within the size bound) a second Host or an unknown Expect is still seen.
+  const many = Array.from({ length: 2500 }, (_, i) => `X${i}: y\r\n`).join('');
+  const hidden = await raw(service.url, `GET /users HTTP/1.1\r\nHost: x\r\n${many}Host: y\r\nConnection: close\r\n\r\n`);
+  assert.is(hidden.status, 400);
+  const expect = await raw(service.url, `GET /users HTTP/1.1\r\nHost: x\r\n${many}Expect: nonsense\r\nConnection: close\r\n\r\n`);
+  assert.is(expect.status, 417);
   const body = '{"name":"Ada","email":"two-types@example.com"}';
   const twoTypes = await raw(
     service.url,
@@ -268,6 +274,11 @@ protocol('an Expect other than 100-continue is a 417 problem; 100-continue works
     `POST /users HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
   );
   assert.match(continued.head, /^HTTP\/1\.1 100 Continue/);
+  // A request that announces no body has none to wait for: no 100, and the connection stays open.
+  const bodiless = await raw(service.url, 'GET /users?limit=1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n');
+  assert.is(bodiless.status, 200);
+  assert.not.match(bodiless.head, /100 Continue/);
+  assert.match(bodiless.head, /\r\nConnection: keep-alive\r\n/i);
 });
 
 protocol("CONNECT gets a problem answer with the client's request id, not a dropped socket", async ({ service }) => {

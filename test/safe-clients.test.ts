@@ -535,6 +535,42 @@ hardening('requests pipelined on one connection run in order, and none after an 
   );
   const email = encodeURIComponent(JSON.parse(body).email);
   assert.equal((await service.request('GET', `/users?email=${email}`)).body, []);
+  // Whatever follows an answer that closes the connection gets no answer of its own (not even a 400).
+  for (const first of [
+    `GET /users/${user.id} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+    `GET /users/${user.id} HTTP/1.0\r\n\r\n`,
+    'GET /users HTTP/2.0\r\nHost: x\r\n\r\n',
+  ]) {
+    for (const after of [`GET /users/${user.id} HTTP/1.1\r\nHost: x\r\n\r\n`, 'junk\r\n\r\n']) {
+      const answers = [...(await rawExchange(service, first + after)).matchAll(/HTTP\/1\.[01] (\d{3})/g)].map((m) => m[1]);
+      assert.is(answers.length, 1, `${JSON.stringify(first + after)}: ${answers.join(', ')}`);
+    }
+  }
+});
+
+hardening('a client that pipelines without reading its answers is read no further until it does (bounded memory)', async ({ service }) => {
+  const { hostname, port } = new URL(service.url);
+  const socket = connect(Number(port), hostname);
+  socket.pause(); // reads no answer
+  const burst = Buffer.from('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(1000));
+  let accepted = 0;
+  await new Promise<void>((resolve) => {
+    const pump = () => {
+      while (accepted < 1200 * burst.length) {
+        accepted += burst.length;
+        if (!socket.write(burst)) return void socket.once('drain', pump);
+      }
+      resolve();
+    };
+    socket.on('connect', pump);
+    // Stopped being read: the kernel's buffers fill, and writes wait for a drain that does not come.
+    setTimeout(resolve, 3000);
+  });
+  socket.destroy();
+  // Without the bound it reads all 43 MB (gigabytes of memory); with it, what the kernel's buffers hold.
+  assert.ok(accepted < 16 * 1024 * 1024, `the service read ${accepted} bytes of pipelined requests nobody reads the answers to`);
+  // And it serves others meanwhile.
+  assert.is((await service.request('GET', '/healthz')).status, 200);
 });
 
 hardening.run();
