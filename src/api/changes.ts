@@ -34,8 +34,25 @@ interface ChangesQuery {
 const invalid = (path: string, message: string) =>
   new ApiError('badRequest', `Query parameter "${path}" ${message}.`, { errors: [{ path, message }] });
 
-/** A seq as a client writes it: a canonical whole number (`7`, not `07`) of at most 16 digits (then at most 2^53 - 1). */
-export const SEQ_PATTERN = '^(0|[1-9][0-9]{0,15})$';
+/**
+ * The canonical whole numbers (`7`, not `07`) from 0 to `max`, as a pattern: the shorter ones, then those of
+ * max's length below it digit by digit, then max itself (a JSON Schema bounds no number written as text).
+ */
+function wholeNumbersUpTo(max: number): string {
+  const digits = String(max);
+  const below = [...digits].flatMap((digit, i) => {
+    const low = i === 0 ? 1 : 0;
+    const high = Number(digit) - 1;
+    if (high < low) return [];
+    const rest = digits.length - i - 1;
+    return [`${digits.slice(0, i)}${high === low ? low : `[${low}-${high}]`}${rest ? `[0-9]{${rest}}` : ''}`];
+  });
+  const shorter = digits.length > 1 ? [`[1-9][0-9]{0,${digits.length - 2}}`] : [];
+  return `^(0|${[...shorter, ...below, digits].join('|')})$`;
+}
+
+/** A seq as a client writes it: a canonical whole number from 0 to 2^53 - 1 (any a JSON number carries exactly). */
+export const SEQ_PATTERN = wholeNumbersUpTo(Number.MAX_SAFE_INTEGER);
 const SEQ = new RegExp(SEQ_PATTERN);
 
 /** A seq as a client sends it (`since`, or the Last-Event-ID header). */
