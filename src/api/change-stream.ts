@@ -2,6 +2,7 @@
 // for all of them, each change serialized once, heartbeats, bounded buffers and a clean shutdown.
 import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
+import { linger } from '../connection.js';
 import type { ChangeEntry, ChangeLog } from '../store/changes.js';
 
 /** The headers of an event stream, the same on GET and HEAD. */
@@ -127,11 +128,14 @@ export function createChangeStreams(
     drop(stream);
   };
   /**
-   * Ends a stream whose next change was purged before it was sent (what was written still reaches the
-   * client): its client reconnects with Last-Event-ID and gets the 410.
+   * Ends a stream whose next change was purged before it was sent: what was written still reaches a
+   * client that reads it (within a second: a stalled one is not waited for), and its client reconnects
+   * with Last-Event-ID and gets the 410.
    */
   const close = (stream: Stream) => {
+    const { socket } = stream.res;
     stream.res.end();
+    if (socket) linger(socket);
     drop(stream);
   };
   /** Writes to a stream, or closes it when its client has left more than the bound unread. */
