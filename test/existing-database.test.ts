@@ -652,6 +652,7 @@ const deferredReferences = servedFrom(
   `CREATE TABLE "Author" ("id" INTEGER PRIMARY KEY, "name" TEXT NOT NULL);
    CREATE TABLE "Book" ("id" INTEGER PRIMARY KEY, "title" TEXT NOT NULL,
      "authorId" INTEGER REFERENCES "Author" ("id") DEFERRABLE INITIALLY DEFERRED);
+   CREATE TABLE "Region" ("code" TEXT NOT NULL PRIMARY KEY, "parentCode" TEXT REFERENCES "Region" ("code") DEFERRABLE INITIALLY DEFERRED);
    INSERT INTO "Author" VALUES (1, 'Ada');
    INSERT INTO "Book" VALUES (1, 'Notes', 1);`,
 );
@@ -697,6 +698,13 @@ deferredReferences('a bulk create that breaks one is refused whole, naming the e
     (await walkList(service, '/Book')).filter((b) => b.title === 'Fine'),
     [],
   );
+  // An element naming another of the same array, before or after it, is not the one blamed.
+  const regions = await service.request('POST', '/Region', {
+    body: [{ code: 'a0', parentCode: 'a1' }, { code: 'a1' }, { code: 'a2', parentCode: 'a1' }, { code: 'a3', parentCode: 'zz' }],
+  });
+  assertProblem(regions, 422);
+  assert.equal(regions.body.errors, [{ path: '3/parentCode', message: 'names no Region element' }]);
+  assert.equal(await walkList(service, '/Region'), []);
 });
 
 deferredReferences('a batch that breaks one is refused whole, with nothing left behind', async ({ service }) => {

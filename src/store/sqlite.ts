@@ -75,6 +75,9 @@ function classify(error: { code: string; message: string }): Failure | undefined
   return undefined;
 }
 
+/** Thrown to roll back a transaction that only finds out which element a refused commit is about. */
+const DIAGNOSED = Symbol('diagnosed');
+
 /** The longest constraint expression quoted in a refusal (a table's own CHECK can be long). */
 const MAX_RULE = 200;
 
@@ -399,6 +402,24 @@ function createKindStore(
   }
 
   /**
+   * The first of `rows` whose references name nothing once all of them are written (-1: none found), for a
+   * bulk create whose commit a deferred foreign key refused: they are written again in a transaction rolled
+   * back at once, so that an element naming another of the array (written before or after it) is not blamed.
+   */
+  function firstDangling(rows: Row[]): number {
+    let found = -1;
+    try {
+      sqlite.transaction(() => {
+        found = insertMany(rows, () => undefined).findIndex((row) => missingParents(row).length > 0);
+        throw DIAGNOSED;
+      })();
+    } catch (error) {
+      if (error !== DIAGNOSED) return -1; // another connection's lock, say: the refusal names no element
+    }
+    return found;
+  }
+
+  /**
    * A refused foreign key of a write: fields of the row that name nothing (422); else, when elements of
    * another kind name a field of this one other than its key (which no write changes), the change of that
    * field under them (409, as a delete would be).
@@ -595,7 +616,7 @@ function createKindStore(
           bulk ? (error) => (at < 0 ? error : atElement(at, error)) : undefined,
           // Refused at commit, when every element was written: the first whose references name nothing.
           () => {
-            at = stamped.findIndex((row) => missingParents(row).length > 0);
+            at = firstDangling(stamped);
           },
         );
       },
