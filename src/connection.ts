@@ -58,6 +58,9 @@ export function inConnectionOrder(serve: RequestListener): RequestListener {
   return (req, res) => {
     if (res.socket !== null) return start(req, res);
     const socket = req.socket;
+    // One packet can hold a thousand small requests, all parsed before reading stops: past MAX_QUEUED waiting,
+    // the client is not waiting for its answers, and the connection is dropped (its memory bounded).
+    if (queuedOn(socket) >= MAX_QUEUED) return void socket.destroy();
     queued.set(socket, queuedOn(socket) + 1);
     // Counted as output waiting to be written, Node's own flood guard stops reading the connection while
     // requests wait (a request that waits writes nothing, so a client that pipelines without reading its
@@ -71,6 +74,9 @@ export function inConnectionOrder(serve: RequestListener): RequestListener {
     });
   };
 }
+
+/** The most requests one connection may have waiting for their turn. */
+const MAX_QUEUED = 256;
 
 /**
  * What a request waiting for its turn counts for against the connection's output bound (the socket's

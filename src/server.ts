@@ -4,7 +4,7 @@ import { createServer, type IncomingMessage, type RequestListener, type Server, 
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
-import { announcesBody, continueWhenRead, inConnectionOrder, isClosing, linger, queuedOn } from './connection.js';
+import { announcesBody, continueWhenRead, inConnectionOrder, isClosing, linger, markClosing, queuedOn } from './connection.js';
 import { IdentifiedResponse, requestIdOf, SECURITY_HEADER_LINES } from './guards.js';
 
 const KEEP_ALIVE_TIMEOUT_MS = 5000;
@@ -20,8 +20,9 @@ type RefusalLog = Pick<Logger, 'warn'> | undefined;
  */
 function refuse(log: RefusalLog, socket: Duplex, refusal: Refusal, givenId?: unknown): void {
   // After an answer that closes the connection, what the client sent is neither run nor answered (RFC 9112
-  // §9.6; Node's parser reports those bytes as an error): that answer's own close ends the connection.
-  if (isClosing(socket)) return;
+  // §9.6; Node's parser reports those bytes as an error): that answer's own close ends the connection. A
+  // connection already gone (reset with requests still queued, which never get their turn) takes nothing.
+  if (isClosing(socket) || socket.destroyed) return;
   const current = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
   const answering = current && !current.writableFinished;
   if ((answering && current.req?.complete) || queuedOn(socket) > 0) {
@@ -53,6 +54,9 @@ function refuse(log: RefusalLog, socket: Duplex, refusal: Refusal, givenId?: unk
   );
   log?.warn({ requestId, res: { status } }, `refused before routing: ${status} ${title}`);
 }
+
+/** What Node's closeIdleConnections reads as an answer under way (one it does not close). */
+const UNDER_WAY = { finished: false } as unknown as ServerResponse;
 
 /** Sockets whose refusal waits for the answer in progress on them. */
 const waiting = new WeakSet<Duplex>();
@@ -128,6 +132,32 @@ export function createHttpServer(
   // second Host, an Expect or a Content-Length past them would go unchecked). The header size bound still
   // bounds how many there can be.
   server.maxHeadersCount = 0;
+  // Node's closeIdleConnections (close() runs it too) destroys a connection whose answer has ended even while
+  // that answer's bytes still wait in the socket for a slow reader: cut off mid-body. Such a connection is
+  // spared (Node skips one whose answer it sees under way) and ended once its answer is written; what was
+  // pipelined behind that answer is not served, the connection closing. Node judges every other one (one a
+  // request is arriving on stays: that request is served).
+  const sockets = new Set<Duplex & { _httpMessage?: ServerResponse | null }>();
+  server.on('connection', (socket: Duplex) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  const closeIdle = server.closeIdleConnections.bind(server);
+  server.closeIdleConnections = () => {
+    const writing = [...sockets].filter(({ _httpMessage: answer }) => answer?.writableEnded && !answer.writableFinished);
+    const answers = writing.map((socket) => socket._httpMessage as ServerResponse);
+    for (const socket of writing) socket._httpMessage = UNDER_WAY;
+    try {
+      closeIdle();
+    } finally {
+      writing.forEach((socket, i) => {
+        const answer = answers[i] as ServerResponse;
+        socket._httpMessage = answer;
+        markClosing(socket);
+        answer.once('finish', () => socket.end());
+      });
+    }
+  };
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => refuse(log, socket, refusalOf(error)));
   server.on('connect', (req: IncomingMessage, socket: Duplex) => refuse(log, socket, TUNNEL, req.headers['x-request-id']));
   // Expect: 100-continue: the 100 goes out when the body is read, so a request refused on its headers

@@ -3,6 +3,7 @@
 // All over the tests' pet shop and its migrations, so a user's schema change does not move them.
 import { cpSync, existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
@@ -553,6 +554,76 @@ shutdown('while stopping, /readyz answers 503 and connections close after their 
   } finally {
     await service.close();
   }
+});
+
+shutdown('SIGTERM while answers wait for a slow reader: each answer sent arrives whole, nothing pipelined behind runs', async () => {
+  await withTempDir(async (dir) => {
+    const env = { DATABASE_PATH: join(dir, 'slow.db'), SHUTDOWN_TIMEOUT_MS: '5000' };
+    const service = await spawnService(env);
+    try {
+      const name = 'n'.repeat(1000);
+      for (let i = 0; i < 5; i++) {
+        const users = Array.from({ length: 200 }, (_, j) => ({ name, email: `slow${i}-${j}@example.com` }));
+        assert.is((await request(service.url, 'POST', '/users', { body: users })).status, 201);
+      }
+      // ~1 MB an answer (more than the kernel's buffers hold), ten of them pipelined; the client reads 64 KB every 50 ms.
+      const { hostname, port } = new URL(service.url);
+      const socket = connect(Number(port), hostname);
+      socket.pause();
+      socket.on('error', () => {});
+      socket.write('GET /users?limit=1000 HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(10));
+      let received = Buffer.alloc(0);
+      const reader = setInterval(() => {
+        const chunk = socket.read(64 * 1024) ?? socket.read();
+        if (chunk) received = Buffer.concat([received, chunk]);
+      }, 50);
+      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      service.child.kill('SIGTERM');
+      await closed;
+      clearInterval(reader);
+      for (let chunk = socket.read(); chunk; chunk = socket.read()) received = Buffer.concat([received, chunk]);
+      assert.is(await service.exited, 0);
+      // Every answer that began arrives whole (no body cut off), at least the one under way at the signal.
+      let answers = 0;
+      for (let at = 0; at < received.length; answers++) {
+        const head = received.indexOf('\r\n\r\n', at);
+        assert.ok(head > 0, 'a whole head');
+        const length = Number(/content-length: (\d+)/i.exec(received.subarray(at, head).toString('latin1'))?.[1]);
+        assert.ok(received.length >= head + 4 + length, `answer ${answers} cut off: ${received.length - head - 4} of ${length} bytes`);
+        at = head + 4 + length;
+      }
+      assert.ok(answers >= 1, 'the answer under way was sent');
+      assert.not.match(service.output(), /request failed/);
+    } finally {
+      await service.stop();
+    }
+  });
+});
+
+shutdown('a client gone with requests still pipelined leaves nothing running: SIGTERM exits at once with 0', async () => {
+  await withTempDir(async (dir) => {
+    const env = { DATABASE_PATH: join(dir, 'gone.db'), SHUTDOWN_TIMEOUT_MS: '3000' };
+    const service = await spawnService(env);
+    try {
+      const users = Array.from({ length: 200 }, (_, j) => ({ name: 'n'.repeat(1000), email: `gone${j}@example.com` }));
+      assert.is((await request(service.url, 'POST', '/users', { body: users })).status, 201);
+      const { hostname, port } = new URL(service.url);
+      const socket = connect(Number(port), hostname);
+      socket.pause(); // reads nothing, then goes away with its requests still waiting
+      socket.on('error', () => {});
+      socket.write('GET /users?limit=1000 HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(20));
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      socket.resetAndDestroy(); // unread answers waiting: a reset, which Node reports as the client's error
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const started = Date.now();
+      service.child.kill('SIGTERM');
+      assert.is(await service.exited, 0);
+      assert.ok(Date.now() - started < 2500, `exited ${Date.now() - started} ms after SIGTERM`);
+    } finally {
+      await service.stop();
+    }
+  });
 });
 
 shutdown('start-up logs the address, the database path and the applied migrations', async () => {
