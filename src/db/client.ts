@@ -89,6 +89,24 @@ export const MIN_FREE_BYTES = 1024 * 1024;
  * user_version). Returns why not, or undefined. It tries the write lock once: while another
  * connection holds it, the answer is "locked", not a blocked event loop.
  */
+export function probeWrite({ sqlite }: DatabaseHandle): string | undefined {
+  try {
+    if (sqlite.name !== ':memory:') {
+      const { bavail, bsize } = statfsSync(dirname(sqlite.name));
+      const free = bavail * bsize;
+      if (free < MIN_FREE_BYTES) return `the disk holding the database has ${free} bytes free`;
+    }
+    sqlite.pragma('busy_timeout = 0');
+    const version = sqlite.pragma('user_version', { simple: true }) as number;
+    sqlite.pragma(`user_version = ${version}`);
+    return undefined;
+  } catch (error) {
+    return (error as Error).message;
+  } finally {
+    if (sqlite.open) sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  }
+}
+
 /**
  * Whether the file at the open database's path is still the one opened (same device and inode): a file
  * removed or replaced under the service (`rm`, a copy over it) leaves it writing to the unlinked one, which
@@ -107,24 +125,6 @@ export function replacedFileCheck({ sqlite }: DatabaseHandle): () => string | un
     }
     return undefined;
   };
-}
-
-export function probeWrite({ sqlite }: DatabaseHandle): string | undefined {
-  try {
-    if (sqlite.name !== ':memory:') {
-      const { bavail, bsize } = statfsSync(dirname(sqlite.name));
-      const free = bavail * bsize;
-      if (free < MIN_FREE_BYTES) return `the disk holding the database has ${free} bytes free`;
-    }
-    sqlite.pragma('busy_timeout = 0');
-    const version = sqlite.pragma('user_version', { simple: true }) as number;
-    sqlite.pragma(`user_version = ${version}`);
-    return undefined;
-  } catch (error) {
-    return (error as Error).message;
-  } finally {
-    if (sqlite.open) sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-  }
 }
 
 /**

@@ -120,13 +120,8 @@ export function writeError(resource: Resource, action: 'write' | 'remove', error
         ? refusals.stillReferenced(resource, error)
         : refusals.missingParent(resource, named.length > 0 ? [danglingOf(resource, named)] : [], error);
     }
-    case '23502': {
-      const keys = fieldsOf(e.column ? [e.column] : []);
-      return new ApiError('unprocessable', `The ${resource.name} element is missing a required value.`, {
-        ...(keys.length > 0 && { errors: keys.map((path) => ({ path, message: 'is required' })) }),
-        cause: error,
-      });
-    }
+    case '23502':
+      return refusals.missingValue(resource, fieldsOf(e.column ? [e.column] : []), error);
   }
   // 23514 (check), 23P01 (exclusion); 22xxx: a value the column cannot hold (a NUL character in text);
   // 54000: a value too long for its index (PostgreSQL's btree rows hold ~2.7 kB; SQLite has no such bound).

@@ -91,14 +91,11 @@ function constraintRefusal(resource: Resource, sqliteError: Error & { code: stri
   if (sqliteError.code === 'SQLITE_CONSTRAINT_NOTNULL') {
     const column = text.slice(text.lastIndexOf('.') + 1);
     const field = resource.fields.find((f) => f.column.name === column);
-    if (field)
-      return new ApiError('unprocessable', `The ${resource.name} element is missing a required value.`, {
-        errors: [{ path: field.key, message: 'is required' }],
-        cause: error,
-      });
+    if (field) return refusals.missingValue(resource, [field.key], error);
   }
   if (sqliteError.code !== 'SQLITE_CONSTRAINT_CHECK' || text === sqliteError.message) return refusals.constraint(resource, error);
-  const rule = `CHECK ${[...text].length > MAX_RULE ? `${[...text].slice(0, MAX_RULE).join('')}…` : text}`;
+  const points = [...text];
+  const rule = `CHECK ${points.length > MAX_RULE ? `${points.slice(0, MAX_RULE).join('')}…` : text}`;
   const words = new Set(text.match(/[\p{L}\p{N}_$]+/gu));
   const mentioned = resource.fields.filter((f) => words.has(f.column.name));
   return refusals.constraint(resource, error, rule, mentioned.length === 1 ? mentioned[0]?.key : undefined);

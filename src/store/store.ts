@@ -164,6 +164,12 @@ export const refusals = {
       cause,
     });
   },
+  /** A NOT NULL column left without a value: its fields (none when the engine did not say which). */
+  missingValue: (resource: Resource, fields: string[], cause: unknown) =>
+    new ApiError('unprocessable', `The ${resource.name} element is missing a required value.`, {
+      ...(fields.length > 0 && { errors: fields.map((path) => ({ path, message: 'is required' })) }),
+      cause,
+    }),
   /** A batch whose commit broke a foreign key checked only there (DEFERRABLE INITIALLY DEFERRED): which operation did is not known. */
   brokenAtCommit: (cause: unknown) =>
     new ApiError(
