@@ -397,7 +397,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
       same = results[i]?.status === alone.status && (results[i]?.headers?.ETag ?? null) === alone.headers.get('etag');
     }
     const batchErrors = answerErrors(operation, batch);
-    const got = `${batch.status}, ${results.length} results${batchErrors.length ? `, ${firstOf(batchErrors)}` : ''}`;
+    const got = noting(`${batch.status}, ${results.length} results`, batchErrors);
     record(template, 'POST', `200, ${reads.length} results as alone`, got, same && batchErrors.length === 0);
     const missingElement = Object.keys(paths).find((p) => /^\/[^{}]+\/\{[^}]+\}$/.test(p) && paths[p]?.get);
     const missing = missingElement === undefined ? undefined : concrete(missingElement, true);
@@ -413,7 +413,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
       template,
       'POST [failing]',
       '404 operation 1',
-      `${failing.status} operation ${failing.body?.operation ?? '-'}${failingErrors.length ? `, ${firstOf(failingErrors)}` : ''}`,
+      noting(`${failing.status} operation ${failing.body?.operation ?? '-'}`, failingErrors),
       failing.status === 404 && failing.body?.operation === 1 && failingErrors.length === 0,
     );
   }
@@ -445,6 +445,8 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
 
   /** The first of `errors` and how many more, for a report cell. */
   const firstOf = (errors: string[]) => `${errors[0]}${errors.length > 1 ? ` (and ${errors.length - 1} more)` : ''}`;
+  /** A report cell of what was received, followed by the first of `errors` when there are any. */
+  const noting = (received: string, errors: string[]) => (errors.length > 0 ? `${received}, ${firstOf(errors)}` : received);
 
   /** Whether a GET is a change feed (API.md §8): besides JSON, it answers an event stream. */
   const isFeed = (operation: Json | undefined) => Boolean(resolve(resolve(operation?.responses)?.['200'])?.content?.[EVENT_STREAM]);
@@ -691,7 +693,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
         template,
         method,
         expected.join('|') || '2xx',
-        invalid.length > 0 ? `${reply.status}, ${firstOf(invalid)}` : String(reply.status),
+        noting(String(reply.status), invalid),
         (expected.length ? expected.includes(String(reply.status)) : reply.status < 300) && invalid.length === 0,
       );
       if (template.includes('{') && method !== 'OPTIONS') {
@@ -702,7 +704,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
           template.replace(/\{[^}]+\}/g, '{missing}'),
           method,
           '404',
-          wrong.length > 0 ? `${gone.status}, ${firstOf(wrong)}` : String(gone.status),
+          noting(String(gone.status), wrong),
           gone.status === 404 && wrong.length === 0,
         );
       }
