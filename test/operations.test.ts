@@ -3,7 +3,7 @@
 // All over the tests' pet shop and its migrations, so a user's schema change does not move them.
 import { cpSync, existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
@@ -556,22 +556,35 @@ shutdown('while stopping, /readyz answers 503 and connections close after their 
   }
 });
 
+/** Adds `count` users with 1,000-character names, so that a page of them is large (~1 KB each). */
+async function addLongUsers(base: string, count: number): Promise<void> {
+  for (let from = 0; from < count; from += 200) {
+    const users = Array.from({ length: Math.min(200, count - from) }, (_, j) => ({
+      name: 'n'.repeat(1000),
+      email: `long${from + j}@example.com`,
+    }));
+    assert.is((await request(base, 'POST', '/users', { body: users })).status, 201);
+  }
+}
+
+/** A connection that pipelines `count` GETs of a page of 1,000 users and reads nothing until the test does. */
+function pipelineUnread(base: string, count: number): Socket {
+  const { hostname, port } = new URL(base);
+  const socket = connect(Number(port), hostname);
+  socket.pause();
+  socket.on('error', () => {});
+  socket.write('GET /users?limit=1000 HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(count));
+  return socket;
+}
+
 shutdown('SIGTERM while answers wait for a slow reader: each answer sent arrives whole, nothing pipelined behind runs', async () => {
   await withTempDir(async (dir) => {
     const env = { DATABASE_PATH: join(dir, 'slow.db'), SHUTDOWN_TIMEOUT_MS: '5000' };
     const service = await spawnService(env);
     try {
-      const name = 'n'.repeat(1000);
-      for (let i = 0; i < 5; i++) {
-        const users = Array.from({ length: 200 }, (_, j) => ({ name, email: `slow${i}-${j}@example.com` }));
-        assert.is((await request(service.url, 'POST', '/users', { body: users })).status, 201);
-      }
       // ~1 MB an answer (more than the kernel's buffers hold), ten of them pipelined; the client reads 64 KB every 50 ms.
-      const { hostname, port } = new URL(service.url);
-      const socket = connect(Number(port), hostname);
-      socket.pause();
-      socket.on('error', () => {});
-      socket.write('GET /users?limit=1000 HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(10));
+      await addLongUsers(service.url, 1000);
+      const socket = pipelineUnread(service.url, 10);
       let received = Buffer.alloc(0);
       const reader = setInterval(() => {
         const chunk = socket.read(64 * 1024) ?? socket.read();
@@ -606,13 +619,8 @@ shutdown('a client gone with requests still pipelined leaves nothing running: SI
     const env = { DATABASE_PATH: join(dir, 'gone.db'), SHUTDOWN_TIMEOUT_MS: '3000' };
     const service = await spawnService(env);
     try {
-      const users = Array.from({ length: 200 }, (_, j) => ({ name: 'n'.repeat(1000), email: `gone${j}@example.com` }));
-      assert.is((await request(service.url, 'POST', '/users', { body: users })).status, 201);
-      const { hostname, port } = new URL(service.url);
-      const socket = connect(Number(port), hostname);
-      socket.pause(); // reads nothing, then goes away with its requests still waiting
-      socket.on('error', () => {});
-      socket.write('GET /users?limit=1000 HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(20));
+      await addLongUsers(service.url, 200);
+      const socket = pipelineUnread(service.url, 20); // reads nothing, then goes away with its requests still waiting
       await new Promise((resolve) => setTimeout(resolve, 2000));
       socket.resetAndDestroy(); // unread answers waiting: a reset, which Node reports as the client's error
       await new Promise((resolve) => setTimeout(resolve, 500));
