@@ -1,6 +1,6 @@
 // The node:http server around the app: timeouts that bound slow clients, and requests Node itself
 // would answer or drop (malformed, timed out, CONNECT) given a problem body, a request id and a log line.
-import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import { type IncomingMessage, type RequestListener, Server, type ServerOptions, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
@@ -101,6 +101,45 @@ function refusalOf(error: NodeJS.ErrnoException & { rawPacket?: Buffer; bytesPar
  */
 const TUNNEL: Refusal = [405, 'Method Not Allowed', 'CONNECT is not served: this is an origin server, not a proxy.', 'Allow: \r\n'];
 
+/** A socket of the server, with the answer Node is writing on it. */
+type Connection = Duplex & { _httpMessage?: ServerResponse | null };
+
+/**
+ * Node's closeIdleConnections (close() runs it too) destroys a connection whose answer has ended even while
+ * that answer's bytes still wait in the socket for a slow reader: cut off mid-body. Such a connection is
+ * spared (Node skips one whose answer it sees under way) and ended once its answer is written; what was
+ * pipelined behind that answer is not served, the connection closing. Node judges every other one (one a
+ * request is arriving on stays: that request is served). A subclass rather than a method set on the
+ * instance, which made every request's reads of the server's settings slower (~5 % of a GET).
+ */
+class GracefulServer extends Server {
+  private readonly sockets = new Set<Connection>();
+
+  constructor(options: ServerOptions, listener: RequestListener) {
+    super(options, listener);
+    this.on('connection', (socket: Connection) => {
+      this.sockets.add(socket);
+      socket.once('close', () => this.sockets.delete(socket));
+    });
+  }
+
+  override closeIdleConnections(): void {
+    const writing = [...this.sockets].filter(({ _httpMessage: answer }) => answer?.writableEnded && !answer.writableFinished);
+    const answers = writing.map((socket) => socket._httpMessage as ServerResponse);
+    for (const socket of writing) socket._httpMessage = UNDER_WAY;
+    try {
+      super.closeIdleConnections();
+    } finally {
+      writing.forEach((socket, i) => {
+        const answer = answers[i] as ServerResponse;
+        socket._httpMessage = answer;
+        markClosing(socket);
+        answer.once('finish', () => socket.end());
+      });
+    }
+  }
+}
+
 /**
  * Creates (does not start) the HTTP server with the configured header and request timeouts;
  * answers refused on the raw socket are logged to `log` when it is given.
@@ -111,7 +150,7 @@ export function createHttpServer(
   log?: RefusalLog,
 ): Server {
   const serve = inConnectionOrder(listener);
-  const server = createServer(
+  const server = new GracefulServer(
     {
       // Every response carries its request id and the security headers (see guards.ts).
       ServerResponse: IdentifiedResponse,
@@ -127,7 +166,7 @@ export function createHttpServer(
   // A client that half-closes its connection once its request is sent (RFC 9112 §9.6 lets it) still gets the
   // answer: by default Node ends the connection at the client's FIN, dropping an answer that waits for the
   // database (a POST on PostgreSQL was committed and never answered). Node ends it after the last answer.
-  (server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+  (server as unknown as { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
   // Every header field reaches the guards, not only the first 2000 (Node's default drops the rest unseen: a
   // second Host, an Expect or a Content-Length past them would go unchecked). The header size bound still
   // bounds how many there can be.
@@ -137,27 +176,6 @@ export function createHttpServer(
   // spared (Node skips one whose answer it sees under way) and ended once its answer is written; what was
   // pipelined behind that answer is not served, the connection closing. Node judges every other one (one a
   // request is arriving on stays: that request is served).
-  const sockets = new Set<Duplex & { _httpMessage?: ServerResponse | null }>();
-  server.on('connection', (socket: Duplex) => {
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
-  });
-  const closeIdle = server.closeIdleConnections.bind(server);
-  server.closeIdleConnections = () => {
-    const writing = [...sockets].filter(({ _httpMessage: answer }) => answer?.writableEnded && !answer.writableFinished);
-    const answers = writing.map((socket) => socket._httpMessage as ServerResponse);
-    for (const socket of writing) socket._httpMessage = UNDER_WAY;
-    try {
-      closeIdle();
-    } finally {
-      writing.forEach((socket, i) => {
-        const answer = answers[i] as ServerResponse;
-        socket._httpMessage = answer;
-        markClosing(socket);
-        answer.once('finish', () => socket.end());
-      });
-    }
-  };
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => refuse(log, socket, refusalOf(error)));
   server.on('connect', (req: IncomingMessage, socket: Duplex) => refuse(log, socket, TUNNEL, req.headers['x-request-id']));
   // Expect: 100-continue: the 100 goes out when the body is read, so a request refused on its headers
