@@ -24,6 +24,20 @@ const token = z
   .describe('at least 16 visible ASCII characters');
 /** scheme://host[:port], the host a name, an IPv4 address or a bracketed IPv6 one (http://[::1]:3000). */
 const ORIGIN = /^(https?:\/\/)([a-z0-9.-]+|\[[0-9a-f:.]+\])(:\d{1,5})?$/i;
+/** A dotted-quad IPv4 address, each part 0–255. */
+const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
+/** One label of a host name (RFC 1123): 1–63 letters, digits and hyphens, no hyphen at either end. */
+const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/i;
+/**
+ * Whether an origin's host (not bracketed) is a host name or an IPv4 address: `..`, `-` or
+ * `999.999.999.999` are neither, and no browser sends them. A last label of digits only makes it an
+ * IPv4 address, as a URL parser reads it.
+ */
+function isHostOrIPv4(host: string): boolean {
+  const labels = host.split('.');
+  if (/^\d+$/.test(labels[labels.length - 1] as string)) return IPV4.test(host);
+  return host.length <= 253 && labels.every((label) => LABEL.test(label));
+}
 /** A port of an origin (`:8080`, or none) that a connection can have: 1–65535. */
 const isPortOf = (port: string) => port === '' || (Number(port.slice(1)) >= 1 && Number(port.slice(1)) <= 65535);
 /**
@@ -33,7 +47,7 @@ const isPortOf = (port: string) => port === '' || (Number(port.slice(1)) >= 1 &&
 function canonicalOrigin(origin: string): string | undefined {
   const [, scheme, host, port = ''] = ORIGIN.exec(origin) ?? [];
   if (scheme === undefined || host === undefined || !isPortOf(port)) return undefined;
-  if (!host.startsWith('[')) return origin.toLowerCase();
+  if (!host.startsWith('[')) return isHostOrIPv4(host) ? origin.toLowerCase() : undefined;
   if (!URL.canParse(`http://${host}`)) return undefined;
   return `${scheme.toLowerCase()}${new URL(`http://${host}`).hostname}${port}`;
 }

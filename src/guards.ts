@@ -51,6 +51,17 @@ export class IdentifiedResponse<Request extends IncomingMessage = IncomingMessag
   shutdown: { stopping: boolean } | undefined = undefined;
   /** Whether a header was set before writeHead (setHeader/appendHeader). */
   private progressive = false;
+  /**
+   * Run when the response has finished, before its 'finish' listeners (the request log line): a field
+   * set per request rather than a listener added per request, which Node's emit then walks as a list.
+   */
+  whenFinished: ((this: IdentifiedResponse) => void) | undefined = undefined;
+
+  // biome-ignore lint/suspicious/noExplicitAny: EventEmitter's own signature
+  override emit(event: string | symbol, ...args: any[]): boolean {
+    if (event === 'finish' && this.whenFinished !== undefined) this.whenFinished();
+    return super.emit(event, ...args);
+  }
 
   override setHeader(name: string, value: number | string | readonly string[]): this {
     this.progressive = true;

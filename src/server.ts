@@ -171,11 +171,6 @@ export function createHttpServer(
   // second Host, an Expect or a Content-Length past them would go unchecked). The header size bound still
   // bounds how many there can be.
   server.maxHeadersCount = 0;
-  // Node's closeIdleConnections (close() runs it too) destroys a connection whose answer has ended even while
-  // that answer's bytes still wait in the socket for a slow reader: cut off mid-body. Such a connection is
-  // spared (Node skips one whose answer it sees under way) and ended once its answer is written; what was
-  // pipelined behind that answer is not served, the connection closing. Node judges every other one (one a
-  // request is arriving on stays: that request is served).
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => refuse(log, socket, refusalOf(error)));
   server.on('connect', (req: IncomingMessage, socket: Duplex) => refuse(log, socket, TUNNEL, req.headers['x-request-id']));
   // Expect: 100-continue: the 100 goes out when the body is read, so a request refused on its headers

@@ -99,7 +99,8 @@ test('HEADERS_TIMEOUT_MS left unset follows a shorter REQUEST_TIMEOUT_MS; set ab
 
 test('CORS_ORIGINS takes IPv6 literal origins, written as browsers write them', () => {
   const { corsOrigins } = parseConfig({
-    CORS_ORIGINS: 'http://[::1]:3000, HTTP://[0:0::1], https://[::FFFF:127.0.0.1]:8443,http://App.Example.com,http://127.0.0.1:5173',
+    CORS_ORIGINS:
+      'http://[::1]:3000, HTTP://[0:0::1], https://[::FFFF:127.0.0.1]:8443,http://App.Example.com,http://127.0.0.1:5173,http://localhost,https://x-1.a9.example:8443',
   });
   assert.equal(corsOrigins, [
     'http://[::1]:3000',
@@ -107,6 +108,8 @@ test('CORS_ORIGINS takes IPv6 literal origins, written as browsers write them', 
     'https://[::ffff:7f00:1]:8443',
     'http://app.example.com',
     'http://127.0.0.1:5173',
+    'http://localhost',
+    'https://x-1.a9.example:8443',
   ]);
   for (const bad of [
     'http://[::g]:3000',
@@ -117,6 +120,15 @@ test('CORS_ORIGINS takes IPv6 literal origins, written as browsers write them', 
     'http://[::1]/',
     'http://a.example:99999',
     'http://a.example:0',
+    'http://..',
+    'http://-',
+    'http://a..example',
+    'http://-a.example',
+    'http://a-.example',
+    'http://999.999.999.999',
+    'http://1.2.3',
+    'http://a.example.5',
+    `http://${'a'.repeat(64)}.example`,
   ]) {
     assert.match(refusal({ CORS_ORIGINS: bad }), /^CORS_ORIGINS=.* is invalid: expected \* or a comma-separated list of origins/, bad);
   }

@@ -167,7 +167,11 @@ test('a database file removed or replaced under the service: /readyz says so (50
       if (how === 'replaced') writeFileSync(path, '');
       const ready = await service.request('GET', '/readyz');
       assert.is(ready.status, 503, ready.text);
-      assert.match(ready.body.detail, new RegExp(`the database file .+ was ${how} since the service opened it; restart the service`));
+      assert.is(
+        ready.body.detail,
+        `Not ready: the database file (DATABASE_PATH) was ${how} since the service opened it; restart the service.`,
+      );
+      assert.not.ok(ready.text.includes(path), 'no file path reaches a client (API.md §4)');
     } finally {
       await service.close();
     }

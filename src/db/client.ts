@@ -111,7 +111,7 @@ export function probeWrite({ sqlite }: DatabaseHandle): string | undefined {
  * Whether the file at the open database's path is still the one opened (same device and inode): a file
  * removed or replaced under the service (`rm`, a copy over it) leaves it writing to the unlinked one, which
  * no other process sees and which is gone at its next start. Read once now; the checker says what happened
- * (undefined: still the same file, or a database in memory).
+ * (undefined: still the same file, or a database in memory), without the path: /readyz sends it to anyone.
  */
 export function replacedFileCheck({ sqlite }: DatabaseHandle): () => string | undefined {
   if (sqlite.memory) return () => undefined;
@@ -119,9 +119,9 @@ export function replacedFileCheck({ sqlite }: DatabaseHandle): () => string | un
   const opened = statSync(path, { bigint: true });
   return () => {
     const now = statSync(path, { bigint: true, throwIfNoEntry: false });
-    if (!now) return `the database file ${path} was removed since the service opened it; restart the service`;
+    if (!now) return 'the database file (DATABASE_PATH) was removed since the service opened it; restart the service';
     if (now.ino !== opened.ino || now.dev !== opened.dev) {
-      return `the database file ${path} was replaced since the service opened it; restart the service`;
+      return 'the database file (DATABASE_PATH) was replaced since the service opened it; restart the service';
     }
     return undefined;
   };
