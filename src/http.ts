@@ -220,8 +220,23 @@ export function sendText(res: ServerResponse, type: string, body: string, header
 export function accepts(req: IncomingMessage, type: string): boolean {
   const accept = req.headers.accept;
   if (accept === undefined || accept === '*/*' || accept === type) return true; // the common cases, without parsing
-  return new Negotiator(req).mediaType([type, `${type}; charset=utf-8`]) !== undefined;
+  // A client sends the same Accept on every request (axios: `application/json, text/plain, */*`): parsed once.
+  const known = accept.length <= MAX_REMEMBERED_ACCEPT ? ACCEPTED.get(type)?.get(accept) : undefined;
+  if (known !== undefined) return known;
+  const answer = new Negotiator(req).mediaType([type, `${type}; charset=utf-8`]) !== undefined;
+  if (accept.length <= MAX_REMEMBERED_ACCEPT) {
+    let byAccept = ACCEPTED.get(type);
+    if (byAccept === undefined) ACCEPTED.set(type, (byAccept = new Map()));
+    if (byAccept.size >= MAX_REMEMBERED_ACCEPTS) byAccept.clear(); // bounded: many distinct values start over
+    byAccept.set(accept, answer);
+  }
+  return answer;
 }
+
+/** accepts()'s answers by media type, then Accept value; at most MAX_REMEMBERED_ACCEPTS values of at most MAX_REMEMBERED_ACCEPT characters each. */
+const ACCEPTED = new Map<string, Map<string, boolean>>();
+const MAX_REMEMBERED_ACCEPTS = 256;
+const MAX_REMEMBERED_ACCEPT = 256;
 
 /** Sends a response without a body (204, or 405/OPTIONS answers). */
 export function sendEmpty(res: ServerResponse, status: number, headers: Record<string, string> = {}): void {

@@ -350,11 +350,30 @@ function parseExpand(resource: Resource, raw: string): ExpandNode[] {
   return roots;
 }
 
-/** The shaping parameters of a query (the others are left to the caller). */
+/**
+ * Runs one parameter's parse; a refusal adds its field errors to `errors` and gives undefined, so that
+ * one 400 names every bad parameter of the query, not only the first.
+ */
+function attempt<T>(errors: FieldError[], work: () => T): T | undefined {
+  try {
+    return work();
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+    errors.push(...(error.errors ?? []));
+    return undefined;
+  }
+}
+
+/**
+ * The shaping parameters of a query (the others are left to the caller).
+ * @throws {ApiError} 400 naming each of `fields` and `expand` that is bad
+ */
 function parseShaping(resource: Resource, query: RawQuery): Shape {
   const shape: Shape = {};
-  if (query.fields !== undefined) shape.fields = parseFields(resource, single('fields', query.fields));
-  if (query.expand !== undefined) shape.expand = parseExpand(resource, single('expand', query.expand));
+  const errors: FieldError[] = [];
+  if (query.fields !== undefined) shape.fields = attempt(errors, () => parseFields(resource, single('fields', query.fields)));
+  if (query.expand !== undefined) shape.expand = attempt(errors, () => parseExpand(resource, single('expand', query.expand)));
+  if (errors.length > 0) throw badQuery(errors);
   return shape;
 }
 
@@ -510,23 +529,13 @@ function listQuery(q: ListQuery, binding = q.binding): ListQuery {
 
 function parseGivenListQuery(resource: Resource, query: RawQuery, scope: string, cursors: CursorCodec | undefined): ListQuery {
   const errors: FieldError[] = [];
-  const attempt = <T>(work: () => T): T | undefined => {
-    try {
-      return work();
-    } catch (error) {
-      if (!(error instanceof ApiError)) throw error;
-      errors.push(...(error.errors ?? []));
-      return undefined;
-    }
-  };
-  const limit = attempt(() => (query.limit === undefined ? LIMIT.default : parseLimit(single('limit', query.limit))));
-  const search = query.q === undefined ? undefined : attempt(() => parseSearch(resource, single('q', query.q)));
-  const order = attempt(() =>
-    parseSort(resource, query.sort === undefined ? undefined : single('sort', query.sort), query.q !== undefined),
-  );
+  const tried = <T>(work: () => T): T | undefined => attempt(errors, work);
+  const limit = tried(() => (query.limit === undefined ? LIMIT.default : parseLimit(single('limit', query.limit))));
+  const search = query.q === undefined ? undefined : tried(() => parseSearch(resource, single('q', query.q)));
+  const order = tried(() => parseSort(resource, query.sort === undefined ? undefined : single('sort', query.sort), query.q !== undefined));
   const sort = order?.keys;
-  const shape = attempt(() => parseShaping(resource, query));
-  const count = attempt(() => {
+  const shape = tried(() => parseShaping(resource, query));
+  const count = tried(() => {
     const raw = query.count === undefined ? 'false' : single('count', query.count);
     if (raw !== 'true' && raw !== 'false') throw bad('count', 'must be true or false');
     return raw === 'true';
@@ -537,7 +546,7 @@ function parseGivenListQuery(resource: Resource, query: RawQuery, scope: string,
   for (const [name] of given.slice(QUERY_LIMITS.filters)) {
     errors.push({ path: name, message: `is past the ${QUERY_LIMITS.filters} filters a query may have` });
   }
-  const filters = given.slice(0, QUERY_LIMITS.filters).map(([name, raw]) => attempt(() => parseFilter(resource, name, raw)));
+  const filters = given.slice(0, QUERY_LIMITS.filters).map(([name, raw]) => tried(() => parseFilter(resource, name, raw)));
   let inValues = 0;
   for (const [i, filter] of filters.entries()) {
     if (filter?.op !== 'in') continue;
@@ -558,7 +567,7 @@ function parseGivenListQuery(resource: Resource, query: RawQuery, scope: string,
       ? byOffset
         ? { offset: 0 }
         : {}
-      : attempt(() => parseCursor(single('cursor', query.cursor), sort, order?.relevance === true, binding, cursors, byOffset));
+      : tried(() => parseCursor(single('cursor', query.cursor), sort, order?.relevance === true, binding, cursors, byOffset));
   if (errors.length > 0) throw badQuery(errors);
   return listQuery({
     limit: limit as number,

@@ -285,6 +285,21 @@ negotiation('Accept headers that allow JSON are served', async ({ service }) => 
   }
 });
 
+negotiation('an Accept value answers the same on every path it is sent to, and past the values remembered', async ({ service }) => {
+  // The same value allows JSON and the event stream; another allows neither; many distinct values after them.
+  const both = 'application/json;q=0.9, text/event-stream';
+  for (let round = 0; round < 2; round++) {
+    assert.is((await service.request('GET', '/users', { headers: { accept: both } })).status, 200);
+    const feed = await service.request('GET', '/_changes?limit=1', { headers: { accept: 'application/json, text/plain;q=0.1' } });
+    assert.is(feed.status, 200, feed.text);
+    assert.is((await service.request('GET', '/users', { headers: { accept: 'text/event-stream' } })).status, 406);
+  }
+  for (let i = 0; i < 300; i++) {
+    const accept = i % 2 === 0 ? `application/json;q=0.${(i % 9) + 1}, text/x-${i}` : `text/x-${i}`;
+    assert.is((await service.request('GET', '/users?limit=1', { headers: { accept } })).status, i % 2 === 0 ? 200 : 406, accept);
+  }
+});
+
 negotiation.run();
 
 // 4. Authentication

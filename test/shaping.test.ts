@@ -195,6 +195,21 @@ expand(
   },
 );
 
+expand(
+  'a bad fields and a bad expand are both named in one 400, on collections, related lists and elements',
+  async ({ service, owner }) => {
+    for (const path of ['/pets', `/users/${owner}/pets`, `/users/${owner}`]) {
+      for (const query of ['fields=nope&expand=nope', 'expand=nope&fields=id,id', 'fields=&expand=pets,pets']) {
+        const reply = await service.request('GET', `${path}?${query}`);
+        assert.is(reply.status, 400, reply.text);
+        assert.equal(reply.body.errors.map((e: { path: string }) => e.path).sort(), ['expand', 'fields'], `${path}?${query}`);
+      }
+    }
+    const more = await service.request('GET', '/pets?limit=0&fields=nope&expand=nope');
+    assert.equal(more.body.errors.map((e: { path: string }) => e.path).sort(), ['expand', 'fields', 'limit'], more.text);
+  },
+);
+
 function assertBadExpand(reply: Reply): void {
   assert.is(reply.status, 400, reply.text);
   assert.equal(
