@@ -57,8 +57,7 @@ export class IdentifiedResponse<Request extends IncomingMessage = IncomingMessag
    */
   whenFinished: ((this: IdentifiedResponse) => void) | undefined = undefined;
 
-  // biome-ignore lint/suspicious/noExplicitAny: EventEmitter's own signature
-  override emit(event: string | symbol, ...args: any[]): boolean {
+  override emit(event: string | symbol, ...args: unknown[]): boolean {
     if (event === 'finish' && this.whenFinished !== undefined) this.whenFinished();
     return super.emit(event, ...args);
   }

@@ -226,7 +226,10 @@ export function accepts(req: IncomingMessage, type: string): boolean {
   const answer = new Negotiator(req).mediaType([type, `${type}; charset=utf-8`]) !== undefined;
   if (accept.length <= MAX_REMEMBERED_ACCEPT) {
     let byAccept = ACCEPTED.get(type);
-    if (byAccept === undefined) ACCEPTED.set(type, (byAccept = new Map()));
+    if (byAccept === undefined) {
+      byAccept = new Map();
+      ACCEPTED.set(type, byAccept);
+    }
     if (byAccept.size >= MAX_REMEMBERED_ACCEPTS) byAccept.clear(); // bounded: many distinct values start over
     byAccept.set(accept, answer);
   }
