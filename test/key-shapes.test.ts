@@ -2,6 +2,7 @@
 // base64 text, a REAL key the client gives (it is no rowid), a long text key paged by the default
 // order, NUMERIC values past a double's range refused rather than stored as Inf or 0, and JSON values kept
 // whole (a `__proto__` member included; an SQL default is a JSON value, not its text).
+import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { integer, numeric, real, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import { suite } from 'uvu';
@@ -24,6 +25,8 @@ const amounts = sqliteTable('Amounts', {
   code: integer('Code'),
 });
 const labels = sqliteTable('Labels', { id: integer('Id').primaryKey() });
+// A text key the server makes by a JS function: a new one for every element.
+const passes = sqliteTable('Passes', { id: text('Id').primaryKey().$defaultFn(() => randomUUID()), note: text('Note') });
 const studios = sqliteTable('Studios', { id: integer('Id').primaryKey() });
 // One column with a foreign key to each of two tables: two related paths over the same field.
 const records = sqliteTable('Records', {
@@ -37,7 +40,7 @@ const shapes = suite<{ service: Service }>('key shapes of existing databases');
 
 shapes.before(async (ctx) => {
   ctx.service = await startService({
-    schema: { ...petShop, blobs, reals, words, documents, amounts, labels, studios, records },
+    schema: { ...petShop, blobs, reals, words, documents, amounts, labels, studios, records, passes },
     prepare: ({ sqlite }) =>
       sqlite.exec(`CREATE TABLE "Blobs" ("Key" BLOB PRIMARY KEY, "Note" TEXT);
                    CREATE TABLE "Reals" ("Key" REAL PRIMARY KEY, "Note" TEXT);
@@ -46,6 +49,7 @@ shapes.before(async (ctx) => {
                    CREATE TABLE "Amounts" ("Id" INTEGER PRIMARY KEY, "Quantity" INTEGER, "Code" INTEGER);
                    INSERT INTO "Amounts" VALUES (1, 1.5, 'soon'), (2, 9007199254740993, 1), (3, 2, 'later'), (4, NULL, 2), (5, -7, 3);
                    CREATE TABLE "Labels" ("Id" INTEGER PRIMARY KEY);
+                   CREATE TABLE "Passes" ("Id" TEXT PRIMARY KEY NOT NULL, "Note" TEXT);
                    CREATE TABLE "Studios" ("Id" INTEGER PRIMARY KEY);
                    CREATE TABLE "Records" ("Id" INTEGER PRIMARY KEY,
                      "Ref" INTEGER REFERENCES "Labels" ("Id") REFERENCES "Studios" ("Id"));
@@ -215,6 +219,23 @@ shapes('a field referencing two kinds: each related path lists the rows of its o
   assert.equal(await ids('/Studios/1/Records?count=true'), [10]);
   const missing = await service.request('GET', '/Labels/7/Records');
   assert.is(missing.status, 404, `record 11 names label 7, which does not exist: ${missing.text}`);
+});
+
+shapes('a key made by $defaultFn is made anew for every element created, one by one and in bulk', async ({ service }) => {
+  const ids = new Set<string>();
+  for (const body of [{}, { note: 'a' }, {}, [{}, { note: 'b' }, {}]]) {
+    const reply = await service.request('POST', '/Passes', { body });
+    assert.is(reply.status, 201, reply.text);
+    for (const element of [reply.body].flat()) {
+      assert.match(element.id, /^[0-9a-f-]{36}$/);
+      ids.add(element.id);
+      assert.is((await service.request('GET', `/Passes/${element.id}`)).status, 200);
+    }
+    if (!Array.isArray(body)) assert.is(reply.headers.get('location'), `/Passes/${reply.body.id}`);
+  }
+  assert.is(ids.size, 6, 'every element has its own id');
+  const given = await service.request('POST', '/Passes', { body: { id: 'mine' } });
+  assert.is(given.status, 422, 'the server makes the key');
 });
 
 shapes.run();

@@ -400,7 +400,10 @@ export function rowRules(resource: Resource): RowRules {
   const writable = resource.fields.filter((f) => !f.readOnly);
   const stampedOnCreate = resource.fields.filter((f) => (SERVER_MANAGED_FIELDS as readonly string[]).includes(f.key));
   const stampedOnUpdate = stampedOnCreate.filter((f) => f.key === 'updatedAt');
-  const inserted = resource.fields.filter((f) => !resource.key.includes(f) || !resource.serverAssigned.has(f.key));
+  // A key the server assigns by a JS function (`$defaultFn(() => crypto.randomUUID())`) is made here for each
+  // row: left to drizzle, the function would run once, when the statement is built, giving every row that value.
+  const madeKeys = resource.key.filter((f) => resource.serverAssigned.has(f.key) && f.column.defaultFn !== undefined);
+  const inserted = resource.fields.filter((f) => !resource.key.includes(f) || !resource.serverAssigned.has(f.key) || madeKeys.includes(f));
   const sqlDefaults = new Set(inserted.filter(({ column }) => is(column.default, SQL)).map((f) => f.key));
   /** Server-managed timestamps from one clock reading, so createdAt = updatedAt on create. */
   let last: { now: Date; text: string } | undefined;
@@ -424,6 +427,7 @@ export function rowRules(resource: Resource): RowRules {
     insertedFor: (row) => (sqlDefaults.size === 0 ? inserted : inserted.filter((f) => !sqlDefaults.has(f.key) || row[f.key] !== undefined)),
     forCreate(row, now) {
       const full = withDefaults(row);
+      for (const { key, column } of madeKeys) full[key] = column.defaultFn?.();
       for (const key in row) if (!(key in full)) full[key] = row[key]; // the read-only fields a body may echo
       stamp(full, stampedOnCreate, now);
       return full;
