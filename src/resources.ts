@@ -15,6 +15,7 @@ import { z } from 'zod';
 import { customKindOf, isInteger } from './db/columns.js';
 import { isSearchDeclaration } from './db/search.js';
 import { onFirstUse } from './first-use.js';
+import { toInstant } from './instant.js';
 
 /** Fields the server sets on every write; clients may echo them but never change them. */
 export const SERVER_MANAGED_FIELDS = ['createdAt', 'updatedAt'] as const;
@@ -220,18 +221,31 @@ function decoded(segment: string): string | undefined {
   }
 }
 
-/** Parses one key value from its (decoded) text: an integer column takes canonical integers only. */
+/** A number's text as an element path writes it (`String`): `2.5`, never `2.50`, `02.5` or `+2.5`. */
+const isCanonicalNumber = (text: string): boolean => text.trim() !== '' && Number.isFinite(Number(text)) && String(Number(text)) === text;
+
+/**
+ * Parses one key value from its (decoded) text, which must be the text the element's path is written
+ * with (API.md §1: one path per element): canonical integers for an integer column, numbers as JS
+ * writes them for REAL (and, when the text is a number at all, NUMERIC), base64 with its padding for a
+ * BLOB. A key without a type takes a number when the text is one as JS writes it, else the text: its
+ * numeric keys are reached, and a text key spelled as such a number is not (SQLite tells `5` from `'5'`).
+ */
 function keyParser(field: Field): (text: string) => KeyValue | undefined {
-  if (isInteger(field.column)) {
+  const { column } = field;
+  if (isInteger(column)) {
     return (text) => {
       if (!CANONICAL_INTEGER.test(text)) return undefined;
       const value = Number(text);
       return Number.isSafeInteger(value) ? value : undefined;
     };
   }
-  if (field.column.dataType === 'number') {
-    return (text) => (text.trim() !== '' && Number.isFinite(Number(text)) ? Number(text) : undefined);
-  }
+  if (column.dataType === 'number') return (text) => (isCanonicalNumber(text) ? Number(text) : undefined);
+  const custom = customKindOf(column);
+  if (custom === 'bytes') return (text) => (text !== '' && Buffer.from(text, 'base64').toString('base64') === text ? text : undefined);
+  if (custom === 'untyped') return (text) => (text === '' ? undefined : isCanonicalNumber(text) ? Number(text) : text);
+  if (is(column, SQLiteNumeric))
+    return (text) => (text === '' || (NUMERIC_LITERAL.test(text) && !isCanonicalNumber(text)) ? undefined : text);
   return (text) => (text === '' ? undefined : text);
 }
 
@@ -303,6 +317,19 @@ function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () =>
     else if (custom === 'integer') rules[key] = () => z.int();
     // Any finite number: drizzle-zod bounds a REAL by ±(2^47 − 1), as for MySQL's, while SQLite stores any double (1e308).
     else if (column.columnType === 'SQLiteReal') rules[key] = () => z.number();
+    // A timestamp kept as a number (integer({ mode: 'timestamp' | 'timestamp_ms' })) is written as the text a GET
+    // shows (`2026-01-31T12:00:00.000Z`, or any instant a timestamp filter takes), not as a JS Date JSON cannot carry.
+    else if (column.dataType === 'date')
+      rules[key] = () =>
+        z
+          .string()
+          .meta({ format: 'date-time', examples: ['2026-01-31T12:00:00.000Z'] })
+          .transform((text, ctx) => {
+            const instant = toInstant(text);
+            if (instant) return instant;
+            ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 date-time, e.g. "2026-01-31T12:00:00Z"' });
+            return z.NEVER;
+          });
     // Any JSON value, taken as parsed: drizzle-zod's record would copy an object member by member, and lose
     // a `__proto__` member (an ordinary name in JSON) on the way.
     else if (column.dataType === 'json')
@@ -352,6 +379,15 @@ function keyColumnsOf(table: SQLiteTable, columns: Record<string, SQLiteColumn>)
  */
 const OWN_TABLE = /^(restable_|__drizzle_migrations$|sqlite_)/i;
 
+/** drizzle column modes whose values JSON does not carry as the API reads and writes them, and what to declare instead. */
+const UNSERVED_MODES: Readonly<Record<string, string>> = {
+  SQLiteBigInt:
+    "blob({ mode: 'bigint' }) holds a BigInt, which has no JSON form; declare integer() (safe integers) or numeric() (exact decimal text)",
+  SQLiteNumericBigInt: "numeric({ mode: 'bigint' }) holds a BigInt, which has no JSON form; declare numeric() (exact decimal text)",
+  SQLiteBlobBuffer:
+    'blob() holds a Buffer, which JSON carries as neither text nor bytes; declare bytes() from src/db/columns.ts (base64 text)',
+};
+
 function toResource(source: SQLiteTable | SQLiteView): Resource {
   const view = is(source, SQLiteView);
   const name = view ? getViewConfig(source).name : getTableConfig(source).name;
@@ -368,6 +404,8 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
   for (const [key, column] of Object.entries(columns)) {
     if (!is(column, SQLiteColumn))
       throw new RegistryError(`view "${name}": field "${key}" must be a column (declare the view with its columns)`);
+    const unserved = UNSERVED_MODES[column.columnType];
+    if (unserved) throw new RegistryError(`${view ? 'view' : 'table'} "${name}": field "${key}" is not served: ${unserved}`);
   }
   const keyFields = view ? [] : keyColumnsOf(source, columns);
   // Server-managed: the timestamps, and a generated column (its value is the database's to compute).

@@ -190,9 +190,10 @@ function fieldsOf(schema: z.ZodObject): Set<string> {
  */
 function repeats(value: unknown, held: unknown, key?: string): boolean {
   if (isDeepStrictEqual(value, held)) return true;
-  if (typeof value !== 'string' || typeof held !== 'string' || !(SERVER_MANAGED_FIELDS as readonly string[]).includes(key ?? ''))
-    return false;
-  return toInstant(value)?.getTime() === Date.parse(held);
+  if (typeof value !== 'string' || !(SERVER_MANAGED_FIELDS as readonly string[]).includes(key ?? '')) return false;
+  // Held as text, or as a Date (a timestamp column kept as a number: integer({ mode: 'timestamp' })).
+  const instant = held instanceof Date ? held.getTime() : typeof held === 'string' ? Date.parse(held) : undefined;
+  return instant !== undefined && toInstant(value)?.getTime() === instant;
 }
 
 /**

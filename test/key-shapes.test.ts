@@ -7,7 +7,7 @@ import { sql } from 'drizzle-orm';
 import { integer, numeric, real, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { bytes } from '../src/db/columns.js';
+import { bytes, untyped } from '../src/db/columns.js';
 import { type Service, startService, walkList } from './helpers.js';
 import * as petShop from './pet-shop/schema.js';
 
@@ -25,8 +25,22 @@ const amounts = sqliteTable('Amounts', {
   code: integer('Code'),
 });
 const labels = sqliteTable('Labels', { id: integer('Id').primaryKey() });
+// Timestamps kept as numbers (seconds, milliseconds), written as the text a GET shows.
+const moments = sqliteTable('Moments', {
+  id: integer('Id').primaryKey(),
+  at: integer('At', { mode: 'timestamp' }),
+  atMs: integer('AtMs', { mode: 'timestamp_ms' }).notNull(),
+});
+// Keys of other types, each addressed by one path only.
+const loose = sqliteTable('Loose', { key: untyped('Key').primaryKey(), note: text('Note') });
+const prices = sqliteTable('Prices', { key: numeric('Key').primaryKey(), note: text('Note') });
 // A text key the server makes by a JS function: a new one for every element.
-const passes = sqliteTable('Passes', { id: text('Id').primaryKey().$defaultFn(() => randomUUID()), note: text('Note') });
+const passes = sqliteTable('Passes', {
+  id: text('Id')
+    .primaryKey()
+    .$defaultFn(() => randomUUID()),
+  note: text('Note'),
+});
 const studios = sqliteTable('Studios', { id: integer('Id').primaryKey() });
 // One column with a foreign key to each of two tables: two related paths over the same field.
 const records = sqliteTable('Records', {
@@ -40,7 +54,7 @@ const shapes = suite<{ service: Service }>('key shapes of existing databases');
 
 shapes.before(async (ctx) => {
   ctx.service = await startService({
-    schema: { ...petShop, blobs, reals, words, documents, amounts, labels, studios, records, passes },
+    schema: { ...petShop, blobs, reals, words, documents, amounts, labels, studios, records, passes, moments, loose, prices },
     prepare: ({ sqlite }) =>
       sqlite.exec(`CREATE TABLE "Blobs" ("Key" BLOB PRIMARY KEY, "Note" TEXT);
                    CREATE TABLE "Reals" ("Key" REAL PRIMARY KEY, "Note" TEXT);
@@ -50,6 +64,11 @@ shapes.before(async (ctx) => {
                    INSERT INTO "Amounts" VALUES (1, 1.5, 'soon'), (2, 9007199254740993, 1), (3, 2, 'later'), (4, NULL, 2), (5, -7, 3);
                    CREATE TABLE "Labels" ("Id" INTEGER PRIMARY KEY);
                    CREATE TABLE "Passes" ("Id" TEXT PRIMARY KEY NOT NULL, "Note" TEXT);
+                   CREATE TABLE "Loose" ("Key" PRIMARY KEY, "Note" TEXT);
+                   INSERT INTO "Loose" VALUES (1, 'one'), ('s', 'text'), (2.5, 'real');
+                   CREATE TABLE "Prices" ("Key" NUMERIC PRIMARY KEY, "Note" TEXT);
+                   INSERT INTO "Prices" VALUES (2.5, 'a'), (100, 'b'), ('abc', 'c');
+                   CREATE TABLE "Moments" ("Id" INTEGER PRIMARY KEY, "At" INTEGER, "AtMs" INTEGER NOT NULL);
                    CREATE TABLE "Studios" ("Id" INTEGER PRIMARY KEY);
                    CREATE TABLE "Records" ("Id" INTEGER PRIMARY KEY,
                      "Ref" INTEGER REFERENCES "Labels" ("Id") REFERENCES "Studios" ("Id"));
@@ -236,6 +255,63 @@ shapes('a key made by $defaultFn is made anew for every element created, one by 
   assert.is(ids.size, 6, 'every element has its own id');
   const given = await service.request('POST', '/Passes', { body: { id: 'mine' } });
   assert.is(given.status, 422, 'the server makes the key');
+});
+
+shapes('timestamps kept as numbers are written as the text a GET shows, and a GET can be sent back with PUT', async ({ service }) => {
+  const created = await service.request('POST', '/Moments', {
+    body: { at: '2023-11-14T22:13:20.900Z', atMs: '2023-11-14T23:13:20.123+01:00' },
+  });
+  assert.is(created.status, 201, created.text);
+  assert.equal(created.body, { id: created.body.id, at: '2023-11-14T22:13:20.000Z', atMs: '2023-11-14T22:13:20.123Z' });
+  const path = `/Moments/${created.body.id}`;
+  const put = await service.request('PUT', path, { body: (await service.request('GET', path)).body });
+  assert.is(put.status, 200, put.text);
+  assert.equal(put.body, created.body);
+  assert.is(put.headers.get('etag'), created.headers.get('etag'));
+  const patched = await service.request('PATCH', path, { body: { at: null, atMs: '2024-02-29' } });
+  assert.equal(patched.body, { id: created.body.id, at: null, atMs: '2024-02-29T00:00:00.000Z' });
+  const bad = await service.request('POST', '/Moments', { body: { atMs: 'soon' } });
+  assert.is(bad.status, 422, bad.text);
+  assert.equal(bad.body.errors, [{ path: 'atMs', message: 'must be an ISO 8601 date-time, e.g. "2026-01-31T12:00:00Z"' }]);
+});
+
+shapes('each element has one path: REAL, NUMERIC, BLOB and untyped keys only as their element path writes them', async ({ service }) => {
+  const real = await service.request('POST', '/Reals', { body: { key: 3.25, note: 'r' } });
+  assert.is(real.headers.get('location'), '/Reals/3.25', real.text);
+  const blob = await service.request('POST', '/Blobs', { body: { key: 'AQID', note: 'b' } });
+  assert.is(blob.headers.get('location'), '/Blobs/AQID', blob.text);
+  const padded = await service.request('POST', '/Blobs', { body: { key: 'AQI=', note: 'b' } });
+  assert.is(padded.headers.get('location'), `/Blobs/${encodeURIComponent('AQI=')}`, padded.text);
+  const status = async (path: string) => (await service.request('GET', path)).status;
+  for (const path of [
+    '/Reals/3.25',
+    '/Blobs/AQID',
+    '/Blobs/AQI%3D',
+    '/Loose/1',
+    '/Loose/s',
+    '/Loose/2.5',
+    '/Prices/2.5',
+    '/Prices/100',
+    '/Prices/abc',
+  ])
+    assert.is(await status(path), 200, path);
+  for (const path of [
+    '/Reals/3.250',
+    '/Reals/03.25',
+    '/Reals/+3.25',
+    '/Reals/325e-2',
+    '/Blobs/AQI',
+    '/Blobs/AQID%3D',
+    '/Loose/01',
+    '/Prices/2.50',
+    '/Prices/1e2',
+  ])
+    assert.is(await status(path), 404, path);
+  const listed = (await service.request('GET', '/Loose')).body.map((row: { key: unknown }) => row.key);
+  assert.equal(listed.sort(), [1, 2.5, 's']);
+  const made = await service.request('POST', '/Loose', { body: { key: 7, note: 'n' } });
+  assert.is(made.headers.get('location'), '/Loose/7');
+  assert.is((await service.request('GET', '/Loose/7')).body.note, 'n');
 });
 
 shapes.run();

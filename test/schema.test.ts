@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateDrizzleJson, generateMigration, generateSQLiteDrizzleJson, generateSQLiteMigration } from 'drizzle-kit/api';
 import { getTableName, is, relations, sql } from 'drizzle-orm';
-import { integer, primaryKey, SQLiteTable, sqliteTable, sqliteView, text } from 'drizzle-orm/sqlite-core';
+import { blob, integer, numeric, primaryKey, SQLiteTable, sqliteTable, sqliteView, text } from 'drizzle-orm/sqlite-core';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { checkDrift } from '../src/cli/generate.js';
@@ -178,6 +178,20 @@ registry('related paths named with drizzle relations() are served under those na
     ['/users/{id}/sent', 'fromId'],
     ['/users/{id}/received', 'toId'],
   ]);
+});
+
+registry('a column mode JSON cannot carry (a BigInt, a Buffer) is a start-up error naming the field and what to declare', () => {
+  for (const [column, declare] of [
+    [blob('b', { mode: 'bigint' }), /"big" is not served: blob\(\{ mode: 'bigint' \}\).*declare integer\(\)/],
+    [numeric('b', { mode: 'bigint' }), /"big" is not served: numeric\(\{ mode: 'bigint' \}\).*declare numeric\(\)/],
+    [blob('b'), /"big" is not served: blob\(\) holds a Buffer.*declare bytes\(\)/],
+  ] as const) {
+    const things = sqliteTable('things', { id: integer('id').primaryKey(), big: column });
+    assert.throws(
+      () => createRegistry({ things }),
+      (e: Error) => e instanceof RegistryError && declare.test(e.message),
+    );
+  }
 });
 
 registry('a table named like a service path, or two routes on one path, are start-up errors', () => {
