@@ -341,7 +341,11 @@ function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () =>
           .refine(
             keepsNumericText,
             'reads as a number, which this DATE/TIME column (numeric affinity in SQLite) would store as a number, not as this text',
-          );
+          )
+          .meta({
+            description:
+              'Stored as text as given (e.g. "2026-01-31"), but text that reads as a number other than a canonical integer ("1.50", "02134") is refused: the column would store it as a number.',
+          });
     else if (is(column, SQLiteNumeric)) {
       rules[key] = () =>
         z
@@ -357,7 +361,11 @@ function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () =>
             (text) => !DECIMAL.test(text) || (Number.isFinite(Number(text)) && (Number(text) !== 0 || significantDigits(text) === 0)),
             'is out of the range a NUMERIC value holds (about 1e-307 to 1e308)',
           )
-          .meta({ format: 'decimal', examples: ['12.50'] });
+          .meta({
+            format: 'decimal',
+            description: `An exact decimal as text, of at most ${NUMERIC_DIGITS} significant digits, about 1e-307 to 1e308 in magnitude.`,
+            examples: ['12.50'],
+          });
     }
   }
   return rules;

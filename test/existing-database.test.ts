@@ -285,6 +285,10 @@ shapes(
       );
     }
     assert.is((await service.request('GET', location)).body.birthDate, '2009', 'nothing refused was written');
+    // The OpenAPI document says so for the bodies that write it, and says a NUMERIC value's bounds.
+    const bodies = JSON.stringify((await service.request('GET', '/openapi.json')).body.components.schemas);
+    assert.ok(bodies.includes('but text that reads as a number other than a canonical integer'), 'DATE rule described');
+    assert.ok(bodies.includes('An exact decimal as text, of at most 15 significant digits'), 'NUMERIC rule described');
     // Compared as text, as on PostgreSQL: a value that reads as a number is not turned into one.
     const all = await walkList(service, '/Employee?limit=1000&fields=employeeId,birthDate&birthDate[null]=false');
     const dates = all.map((e) => e.birthDate as string);
