@@ -12,7 +12,7 @@ import {
 } from 'drizzle-orm/sqlite-core';
 import { createInsertSchema } from 'drizzle-zod';
 import { z } from 'zod';
-import { customKindOf, isInteger } from './db/columns.js';
+import { customKindOf, isInteger, keepsSeconds, wholeSecond } from './db/columns.js';
 import { isSearchDeclaration } from './db/search.js';
 import { onFirstUse } from './first-use.js';
 import { toInstant } from './instant.js';
@@ -227,9 +227,10 @@ const isCanonicalNumber = (text: string): boolean => text.trim() !== '' && Numbe
 /**
  * Parses one key value from its (decoded) text, which must be the text the element's path is written
  * with (API.md §1: one path per element): canonical integers for an integer column, numbers as JS
- * writes them for REAL (and, when the text is a number at all, NUMERIC), base64 with its padding for a
- * BLOB. A key without a type takes a number when the text is one as JS writes it, else the text: its
- * numeric keys are reached, and a text key spelled as such a number is not (SQLite tells `5` from `'5'`).
+ * writes them for REAL, base64 with its padding for a BLOB. A key without a type takes a number when the
+ * text is one as JS writes it, else the text: its numeric keys are reached, and a text key spelled as such
+ * a number is not (SQLite tells `5` from `'5'`). A NUMERIC key is compared as a number by both engines
+ * (`2.5` and `2.50` name one element), whose text each writes its own way (PostgreSQL keeps the scale).
  */
 function keyParser(field: Field): (text: string) => KeyValue | undefined {
   const { column } = field;
@@ -244,8 +245,6 @@ function keyParser(field: Field): (text: string) => KeyValue | undefined {
   const custom = customKindOf(column);
   if (custom === 'bytes') return (text) => (text !== '' && Buffer.from(text, 'base64').toString('base64') === text ? text : undefined);
   if (custom === 'untyped') return (text) => (text === '' ? undefined : isCanonicalNumber(text) ? Number(text) : text);
-  if (is(column, SQLiteNumeric))
-    return (text) => (text === '' || (NUMERIC_LITERAL.test(text) && !isCanonicalNumber(text)) ? undefined : text);
   return (text) => (text === '' ? undefined : text);
 }
 
@@ -318,7 +317,8 @@ function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () =>
     // Any finite number: drizzle-zod bounds a REAL by ±(2^47 − 1), as for MySQL's, while SQLite stores any double (1e308).
     else if (column.columnType === 'SQLiteReal') rules[key] = () => z.number();
     // A timestamp kept as a number (integer({ mode: 'timestamp' | 'timestamp_ms' })) is written as the text a GET
-    // shows (`2026-01-31T12:00:00.000Z`, or any instant a timestamp filter takes), not as a JS Date JSON cannot carry.
+    // shows (`2026-01-31T12:00:00.000Z`, or any instant a timestamp filter takes), not as a JS Date JSON cannot carry;
+    // seconds mode keeps the whole second, on PostgreSQL too (whose column keeps milliseconds).
     else if (column.dataType === 'date')
       rules[key] = () =>
         z
@@ -326,7 +326,7 @@ function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () =>
           .meta({ format: 'date-time', examples: ['2026-01-31T12:00:00.000Z'] })
           .transform((text, ctx) => {
             const instant = toInstant(text);
-            if (instant) return instant;
+            if (instant) return keepsSeconds(column) ? wholeSecond(instant) : instant;
             ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 date-time, e.g. "2026-01-31T12:00:00Z"' });
             return z.NEVER;
           });

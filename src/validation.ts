@@ -321,6 +321,12 @@ export function toPatchedRow(resource: Resource, patch: unknown, current: Row): 
   const fields = fieldsOf(schema);
   const { data, errors, unknown } = sortKeys(resource, requireObject(resource, patch), resource.readOnly, fields, current);
   const writable: Row = Object.create(null);
-  for (const key of fields) if (Object.hasOwn(current, key)) writable[key] = current[key];
+  // The current values as the representation holds them (a patch merges into that): a timestamp kept as a
+  // number is read as a Date, and written as its text.
+  for (const key of fields) {
+    if (!Object.hasOwn(current, key)) continue;
+    const value = current[key];
+    writable[key] = value instanceof Date ? value.toJSON() : value;
+  }
   return parseWith(resource, schema, applyMergePatch(writable, data) as Row, errors, unknown);
 }

@@ -40,6 +40,13 @@ export const dateText = customType<{ data: string; driverData: string | number }
   fromDriver: (value) => (typeof value === 'number' ? String(value) : value),
 });
 
+/** Whether a column keeps an instant as whole seconds: drizzle's integer({ mode: 'timestamp' }). */
+export const keepsSeconds = (column: Column): boolean =>
+  column.columnType === 'SQLiteTimestamp' && (column as Column & { mode?: string }).mode === 'timestamp';
+
+/** An instant cut to the whole second at or before it, as drizzle stores it in such a column. */
+export const wholeSecond = (instant: Date): Date => new Date(Math.floor(instant.getTime() / 1000) * 1000);
+
 /** Which of these types a column is, if any (custom columns are told apart by their SQL type). */
 export function customKindOf(column: Column): 'bytes' | 'untyped' | 'integer' | 'dateText' | undefined {
   if (column.columnType !== 'SQLiteCustomColumn') return undefined;

@@ -2,6 +2,7 @@
 // from raw arrays, and the list language of API.md §5 as SQL (filters, keyset, order) per dialect.
 import { and, Column, eq, gt, gte, inArray, is, isNotNull, isNull, lt, lte, or, Param, Placeholder, SQL, sql } from 'drizzle-orm';
 import { Digest, digestOf } from '../cursor.js';
+import { keepsSeconds, wholeSecond } from '../db/columns.js';
 import { ApiError } from '../errors.js';
 import type { Filter, ListQuery, SortKey } from '../query.js';
 import { type Field, type Id, type Resource, SERVER_MANAGED_FIELDS } from '../resources.js';
@@ -91,10 +92,15 @@ export interface ListDialect {
 export class Binder {
   readonly params: Record<string, unknown> = {};
   private n = 0;
-  /** A placeholder for `value`, encoded for `column` (as it is without one). */
+  /**
+   * A placeholder for `value`, encoded for `column` (as it is without one). An instant compared with a
+   * column kept in whole seconds is bound exactly (seconds with a fraction), not cut to its second as a
+   * write is: `at[lt]=…:21.500Z` keeps a row at `…:21Z`, `at=…:21.400Z` does not find it.
+   */
   bind(value: unknown, column?: Column): Placeholder {
     const name = `p${this.n++}`;
-    this.params[name] = column ? encoded(column, value) : value;
+    if (!column) this.params[name] = value;
+    else this.params[name] = value instanceof Date && keepsSeconds(column) ? value.getTime() / 1000 : encoded(column, value);
     return sql.placeholder(name);
   }
 }
@@ -410,7 +416,10 @@ export function rowRules(resource: Resource): RowRules {
   const stamp = (row: Row, fields: Field[], now = new Date()) => {
     // A bulk create stamps every row with one reading: its text is made once.
     if (last?.now !== now) last = { now, text: now.toISOString() };
-    for (const { key, column } of fields) row[key] = column.dataType === 'date' ? now : last.text;
+    for (const { key, column } of fields) {
+      // A timestamp column kept as a number takes the Date (in whole seconds, on every engine, for one kept so).
+      row[key] = column.dataType !== 'date' ? last.text : keepsSeconds(column) ? wholeSecond(now) : now;
+    }
   };
   /** Every writable field: the given value, else the column's default, else null; an SQL-expression default stays unset. */
   const withDefaults = (row: Row): Row => {
