@@ -6,8 +6,14 @@
  * millisecond (which no stored value has), and the offset.
  */
 const ISO_8601 = /^(\d{4}-\d{2}-\d{2})(?:(T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,3})?)?)(\d*)(Z|[+-]\d{2}:\d{2})?)?$/;
-/** What toInstant reads, as a JSON Schema pattern (the OpenAPI document's timestamp filters). */
-export const INSTANT_PATTERN = ISO_8601.source;
+/**
+ * What toInstant reads, as a JSON Schema pattern (the OpenAPI document's timestamp filters): months, days,
+ * hours (24:00 too, the day's end), minutes, seconds and offsets in range, digits past the millisecond only
+ * zeros. What no portable pattern says is left to toInstant: a day past its month's end, a year outside
+ * 0000–9999 once in UTC.
+ */
+export const INSTANT_PATTERN =
+  '^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])(T(([01]\\d|2[0-3]):[0-5]\\d(:[0-5]\\d(\\.\\d{1,3}0*)?)?|24:00(:00(\\.0+)?)?)(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)?)?$';
 
 /**
  * A date or date-time as a Date, or undefined when it is not ISO 8601, names no instant (`2026-02-30`

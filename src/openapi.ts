@@ -21,7 +21,6 @@ const oneOrMany = (schema: Json): Json => ({
 });
 
 import {
-  CANONICAL_INTEGER,
   DECIMAL,
   type Field,
   type Method,
@@ -32,6 +31,7 @@ import {
   type Registry,
   type Resource,
   type Route,
+  SAFE_INTEGER_PATTERN,
   SERVER_MANAGED_FIELDS,
 } from './resources.js';
 
@@ -203,7 +203,7 @@ function operandSchema(field: Field, op: Operator): Json {
  */
 function listSchema(field: Field): Json {
   const item = valuePattern(field);
-  return { type: 'string', ...(item !== undefined && { pattern: `^(${item})(,(${item}))*$` }) };
+  return { type: 'string', minLength: 1, ...(item !== undefined && { pattern: `^(${item})(,(${item}))*$` }) };
 }
 
 /** A filter value of `field` as a pattern without anchors (undefined: any text). */
@@ -212,7 +212,7 @@ function valuePattern(field: Field): string | undefined {
   const { enumValues } = field.column;
   switch (kindOf(field)) {
     case 'integer':
-      return bare(CANONICAL_INTEGER.source);
+      return SAFE_INTEGER_PATTERN;
     case 'number':
       return bare(JSON_NUMBER.source);
     case 'decimal':
@@ -230,6 +230,7 @@ function valuePattern(field: Field): string | undefined {
 /** One value a filter compares a field with: the field's own schema, but for an instant, which any ISO 8601 date or date-time names. */
 function filterValueSchema(field: Field): Json {
   const kind = kindOf(field);
+  if (kind === 'decimal') return { ...fieldSchema(field), pattern: DECIMAL.source };
   if (kind !== 'timestamp' && kind !== 'date') return fieldSchema(field);
   return {
     type: 'string',
@@ -255,19 +256,28 @@ function listParameters(resource: Resource): Json[] {
   const sortable = scalar.map((f) => f.key).join('|');
   const fields = `-?(${sortable})(,-?(${sortable}))*`;
   const relevance = byRelevance(resource);
+  // A kind with no field to sort by (and no relevance) takes no sort: every value would be a 400.
+  const sorts = scalar.length > 0 || relevance;
   return [
     ref('parameters', 'limit'),
     ref('parameters', 'cursor'),
-    {
-      name: 'sort',
-      in: 'query',
-      description: `comma-separated fields, each at most once (a field named twice is a 400), "-" for descending; ties broken by the key${
-        relevance
-          ? `; with q it may start with ${RELEVANCE}, best match first (${RELEVANCE}, or ${RELEVANCE},<fields> for the ties); -${RELEVANCE}, or ${RELEVANCE} without q or after a field, is a 400`
-          : ''
-      }`,
-      schema: { type: 'string', pattern: relevance ? `^(${RELEVANCE}|(${RELEVANCE},)?${fields})$` : `^${fields}$` },
-    },
+    ...(sorts
+      ? [
+          {
+            name: 'sort',
+            in: 'query',
+            description: `comma-separated fields, each at most once (a field named twice is a 400), "-" for descending; ties broken by the key${
+              relevance
+                ? `; with q it may start with ${RELEVANCE}, best match first (${RELEVANCE}, or ${RELEVANCE},<fields> for the ties); -${RELEVANCE}, or ${RELEVANCE} without q or after a field, is a 400`
+                : ''
+            }`,
+            schema: {
+              type: 'string',
+              pattern: relevance ? (scalar.length > 0 ? `^(${RELEVANCE}|(${RELEVANCE},)?${fields})$` : `^${RELEVANCE}$`) : `^${fields}$`,
+            },
+          },
+        ]
+      : []),
     ref('parameters', 'count'),
     ...(resource.searchable.length > 0 ? [ref('parameters', searchComponent(resource))] : []),
     fieldsParameter(resource),

@@ -189,6 +189,25 @@ const METHODS: Record<RouteKind, readonly Method[]> = {
 
 /** An integer as written canonically: `7`, not `07`, `+7` or `7.0` (keys in paths, filter values, dateText()). */
 export const CANONICAL_INTEGER = /^(0|-?[1-9][0-9]*)$/;
+/**
+ * The canonical whole numbers (`7`, not `07`) from 0 to `max`, as a pattern: the shorter ones, then those of
+ * max's length below it digit by digit, then max itself (a JSON Schema bounds no number written as text).
+ */
+export function wholeNumbersUpTo(max: number): string {
+  const digits = String(max);
+  const below = [...digits].flatMap((digit, i) => {
+    const low = i === 0 ? 1 : 0;
+    const high = Number(digit) - 1;
+    if (high < low) return [];
+    const rest = digits.length - i - 1;
+    return [`${digits.slice(0, i)}${high === low ? low : `[${low}-${high}]`}${rest ? `[0-9]{${rest}}` : ''}`];
+  });
+  const shorter = digits.length > 1 ? [`[1-9][0-9]{0,${digits.length - 2}}`] : [];
+  return `^(0|${[...shorter, ...below, digits].join('|')})$`;
+}
+
+/** An integer JSON carries exactly (±(2^53 − 1)) as written canonically, as a pattern without anchors (a filter's value in OpenAPI). */
+export const SAFE_INTEGER_PATTERN = `0|-?(${wholeNumbersUpTo(Number.MAX_SAFE_INTEGER).slice(4, -2)})`;
 /** A decimal number as text (a NUMERIC column's value). */
 export const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 /**
@@ -449,6 +468,11 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
       // A BLOB key (base64 text) is not empty either.
       if (customKindOf(columns[k] as SQLiteColumn) === 'bytes')
         return value.refine((v) => v !== '', 'must not be empty: the element is addressed by it');
+      // Nor is an untyped one given as text, nor (alone) `.` or `..`.
+      if (customKindOf(columns[k] as SQLiteColumn) === 'untyped')
+        return value
+          .refine((v) => v !== '', 'must not be empty: the element is addressed by it')
+          .refine((v) => keyFields.length > 1 || (v !== '.' && v !== '..'), 'must not be "." or "..": the element is addressed by it');
       if (!(value instanceof z.ZodString)) return value;
       const segment =
         keyFields.length === 1

@@ -312,6 +312,10 @@ shapes('each element has one path: REAL, BLOB and untyped keys only as their ele
   assert.is((await service.request('GET', '/Prices/2.50')).body.key, '2.5');
   const listed = (await service.request('GET', '/Loose')).body.map((row: { key: unknown }) => row.key);
   assert.equal(listed.sort(), [1, 2.5, 's']);
+  for (const key of ['', '.', '..']) {
+    const refused = await service.request('POST', '/Loose', { body: { key, note: 'n' } });
+    assert.is(refused.status, 422, `${JSON.stringify(key)}: ${refused.text}`);
+  }
   const made = await service.request('POST', '/Loose', { body: { key: 7, note: 'n' } });
   assert.is(made.headers.get('location'), '/Loose/7');
   assert.is((await service.request('GET', '/Loose/7')).body.note, 'n');

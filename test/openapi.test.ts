@@ -243,6 +243,38 @@ test('operations carry their statuses, headers and problem responses', ({ doc })
   assert.ok(doc.paths['/users/{id}']?.patch.requestBody.content['application/merge-patch+json']);
 });
 
+test('filter patterns take what the service takes: instants in range, integers JSON carries, no empty in list', async ({
+  service,
+  doc,
+}) => {
+  const schemaOf = (name: string) => (doc.paths['/users']?.get.parameters as any[]).find((p) => p.name === name)?.schema;
+  const matches = (name: string, value: string) => new RegExp(schemaOf(name).pattern).test(value);
+  for (const [name, value] of [
+    ['createdAt[gte]', '2026-01-01T10:001'],
+    ['createdAt[gte]', '2026-01-01T10:00:00.5001Z'],
+    ['createdAt[gte]', '2026-13-01'],
+    ['createdAt[gte]', '2026-01-01T10:60Z'],
+    ['createdAt[in]', '2026-01-01,2026-01-01T25:00Z'],
+    ['id[in]', '1,9007199254740992'],
+    ['id[in]', '-0'],
+  ] as const) {
+    assert.not.ok(matches(name, value), `${name}=${value} is refused by the document`);
+    const reply = await service.request('GET', `/users?${encodeURIComponent(name)}=${encodeURIComponent(value)}`);
+    assert.is(reply.status, 400, `${name}=${value} is refused by the service`);
+  }
+  for (const [name, value] of [
+    ['createdAt[gte]', '2026-01-01T24:00Z'],
+    ['createdAt[lt]', '2026-01-01T10:00:00.500000+05:30'],
+    ['id[in]', '-9007199254740991,0,9007199254740991'],
+  ] as const) {
+    assert.ok(matches(name, value), `${name}=${value} is taken by the document`);
+    const reply = await service.request('GET', `/users?${encodeURIComponent(name)}=${encodeURIComponent(value)}`);
+    assert.is(reply.status, 200, `${name}=${value} is taken by the service: ${reply.text}`);
+  }
+  assert.is(schemaOf('name[in]').minLength, 1);
+  assert.is((await service.request('GET', '/users?name[in]=')).status, 400);
+});
+
 test('list operations document the query language of §5', ({ doc }) => {
   const names = (doc.paths['/pets']?.get.parameters as any[]).map((p) => p.name ?? p.$ref.split('/').pop());
   for (const name of [

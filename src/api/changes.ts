@@ -8,7 +8,7 @@ import { sendJson } from '../http.js';
 import { leaveInFlight } from '../load.js';
 import { LIMIT, parseLimit } from '../query.js';
 import type { QueryParameters } from '../query-string.js';
-import { READ_METHODS, type Resource } from '../resources.js';
+import { READ_METHODS, type Resource, wholeNumbersUpTo } from '../resources.js';
 import type { ChangeEntry, ChangeLog } from '../store/changes.js';
 import type { Store } from '../store/store.js';
 import type { Tickets } from '../tickets.js';
@@ -33,23 +33,6 @@ interface ChangesQuery {
 
 const invalid = (path: string, message: string) =>
   new ApiError('badRequest', `Query parameter "${path}" ${message}.`, { errors: [{ path, message }] });
-
-/**
- * The canonical whole numbers (`7`, not `07`) from 0 to `max`, as a pattern: the shorter ones, then those of
- * max's length below it digit by digit, then max itself (a JSON Schema bounds no number written as text).
- */
-function wholeNumbersUpTo(max: number): string {
-  const digits = String(max);
-  const below = [...digits].flatMap((digit, i) => {
-    const low = i === 0 ? 1 : 0;
-    const high = Number(digit) - 1;
-    if (high < low) return [];
-    const rest = digits.length - i - 1;
-    return [`${digits.slice(0, i)}${high === low ? low : `[${low}-${high}]`}${rest ? `[0-9]{${rest}}` : ''}`];
-  });
-  const shorter = digits.length > 1 ? [`[1-9][0-9]{0,${digits.length - 2}}`] : [];
-  return `^(0|${[...shorter, ...below, digits].join('|')})$`;
-}
 
 /** A seq as a client writes it: a canonical whole number from 0 to 2^53 - 1 (any a JSON number carries exactly). */
 export const SEQ_PATTERN = wholeNumbersUpTo(Number.MAX_SAFE_INTEGER);

@@ -145,6 +145,8 @@ async function copyToPostgres(from: string, to: string, log: (line: string) => v
       throw new CopyError(`cannot use the PostgreSQL database ${target}: ${(error as Error).message}`);
     }
     const copied = new Map<string, number>();
+    /** The table being copied when a copy fails (a NUL in a text value, say, which PostgreSQL refuses): named in the error. */
+    let copying: string | undefined;
     try {
       // Every read sees one snapshot of the SQLite file, even if something still writes to it.
       sqlite.exec('BEGIN');
@@ -153,10 +155,12 @@ async function copyToPostgres(from: string, to: string, log: (line: string) => v
       const db = drizzlePg({ client });
       for (const [exportName, table] of order) {
         const name = getTableConfig(table).name;
+        copying = name;
         const rows = treeOrder(table, readRows(sqlite, table));
         const width = Object.keys(getTableColumns(table)).length;
         copied.set(name, await insertRows(db, pgTables[exportName] as PgTable, rows, width));
       }
+      copying = undefined;
       await advanceSequences(client, names, autoincrementHighs(sqlite));
       const after = await continueFeedInPg(client, sqlite, createRegistry(userSchema).resources);
       if (after > 0) log(`${target}: the change feed goes on after seq ${after}`);
@@ -167,7 +171,8 @@ async function copyToPostgres(from: string, to: string, log: (line: string) => v
       if (error instanceof CopyError) throw error;
       // PostgreSQL's own words (a failed batch's message is its whole query and parameters): one line.
       const cause = (error as Error).cause instanceof Error ? ((error as Error).cause as Error) : (error as Error);
-      throw new CopyError(`copy failed, no row was copied to ${target}: ${cause.message.split('\n')[0]?.slice(0, 300)}`);
+      const where = copying === undefined ? '' : ` (copying table ${JSON.stringify(copying)})`;
+      throw new CopyError(`copy failed, no row was copied to ${target}${where}: ${cause.message.split('\n')[0]?.slice(0, 300)}`);
     } finally {
       client.release();
       sqlite.exec('ROLLBACK');
