@@ -3,11 +3,13 @@
 // change feed); and the JSON Schema checks it holds bodies to.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { numeric, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { checkContract, formatReport } from '../src/contract/checker.js';
 import { schemaChecker } from '../src/contract/schemas.js';
 import { type Service, startService } from './helpers.js';
+import * as petShop from './pet-shop/schema.js';
 
 type Fault =
   | 'notFoundFor405'
@@ -74,6 +76,21 @@ async function faultyProxy(target: string, fault: Fault): Promise<{ url: string;
 }
 
 const test = suite<{ service: Service; doc: Record<string, any> }>('contract checker');
+
+test('passes on a kind whose key is a NUMERIC value the client gives (a new key for every create)', async () => {
+  const prices = sqliteTable('Prices', { key: numeric('Key').primaryKey(), note: text('Note') });
+  const service = await startService({
+    schema: { ...petShop, prices },
+    prepare: ({ sqlite }) => sqlite.exec('CREATE TABLE "Prices" ("Key" NUMERIC PRIMARY KEY, "Note" TEXT)'),
+  });
+  try {
+    const report = await checkContract(service.url, (await service.request('GET', '/openapi.json')).body);
+    assert.is(report.failed, 0, formatReport(report));
+    assert.ok(report.probes.some((p) => p.path.startsWith('/Prices')));
+  } finally {
+    await service.close();
+  }
+});
 
 test.before(async (ctx) => {
   ctx.service = await startService();

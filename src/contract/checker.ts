@@ -203,6 +203,8 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
     const s = resolve(schema) ?? {};
     if (s.enum) return s.enum[0];
     if (s.const !== undefined) return s.const;
+    // An exact decimal may be a key the client gives: new on every create, as an `id` is (not its example).
+    if (s.format === 'decimal') return `${Number.parseInt(run, 16) % 1_000_000}.${++counter}1`;
     if (Array.isArray(s.examples) && s.examples.length > 0) return s.examples[0];
     const variants = s.anyOf ?? s.oneOf;
     if (variants) return sample(variants.find((v: any) => resolve(v)?.type !== 'null') ?? variants[0], name);
