@@ -152,12 +152,16 @@ function patchSchema(resource: Resource, replace: Json): Json {
 /** An integer beyond ±(2^53 − 1) is no value JSON carries exactly: a filter with one is a 400. */
 const integerSchema = (): Json => ({ type: 'integer', minimum: Number.MIN_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER });
 
-/** The values of the column types drizzle-zod cannot describe: BLOBs as base64, untyped columns, intKey(), exact decimals. */
+/** The values of the column types drizzle-zod cannot describe: BLOBs as base64, untyped columns, intKey(), DATE text, timestamps kept as numbers, exact decimals. */
 function customSchemaOf({ column }: Field): Json | undefined {
   const custom = customKindOf(column);
   if (custom === 'bytes') return { type: 'string', contentEncoding: 'base64' };
   if (custom === 'untyped') return { type: ['string', 'number'] };
   if (custom === 'integer') return integerSchema();
+  // Text as stored (drizzle-zod describes a custom type as anything).
+  if (custom === 'dateText') return { type: 'string' };
+  // A timestamp kept as a number (integer({ mode: 'timestamp' | 'timestamp_ms' })): served as its ISO 8601 text.
+  if (column.dataType === 'date') return { type: 'string', format: 'date-time' };
   if (is(column, SQLiteNumeric)) {
     return {
       type: 'string',

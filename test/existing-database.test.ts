@@ -289,6 +289,9 @@ shapes(
     const bodies = JSON.stringify((await service.request('GET', '/openapi.json')).body.components.schemas);
     assert.ok(bodies.includes('but text that reads as a number other than a canonical integer'), 'DATE rule described');
     assert.ok(bodies.includes('An exact decimal as text, of at most 15 significant digits'), 'NUMERIC rule described');
+    // And the element's schema serves a DATE as text (or null), not as anything.
+    const served = (await service.request('GET', '/openapi.json')).body.components.schemas.Employee.properties.birthDate;
+    assert.equal(served, { anyOf: [{ type: 'string' }, { type: 'null' }] });
     // Compared as text, as on PostgreSQL: a value that reads as a number is not turned into one.
     const all = await walkList(service, '/Employee?limit=1000&fields=employeeId,birthDate&birthDate[null]=false');
     const dates = all.map((e) => e.birthDate as string);

@@ -281,6 +281,8 @@ shapes('timestamps kept as numbers are written as the text a GET shows, and a GE
   assert.is(await count('atMs[gt]=2023-11-14T22:13:20.122Z&atMs[lt]=2023-11-14T22:13:20.124Z'), 1);
   const patched = await service.request('PATCH', path, { body: { at: null, atMs: '2024-02-29' } });
   assert.equal(patched.body, { id: created.body.id, at: null, atMs: '2024-02-29T00:00:00.000Z' });
+  const schema = (await service.request('GET', '/openapi.json')).body.components.schemas.Moments.properties;
+  assert.equal(schema.atMs, { type: 'string', format: 'date-time' }, 'served as ISO 8601 text');
   const bad = await service.request('POST', '/Moments', { body: { atMs: 'soon' } });
   assert.is(bad.status, 422, bad.text);
   assert.equal(bad.body.errors, [{ path: 'atMs', message: 'must be an ISO 8601 date-time, e.g. "2026-01-31T12:00:00Z"' }]);
