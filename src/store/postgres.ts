@@ -309,16 +309,7 @@ function createKindStore(
       statement = { text: `select (${query.sql})::${columnOf(field).getSQLType()}`, values: query.params };
       sqlDefaultStatements.set(field.key, statement);
     }
-    let result: pg.QueryResult;
-    try {
-      result = await client.query({ text: statement.text, values: statement.values, rowMode: 'array' });
-    } catch (error) {
-      // A default of another type than the column restable declares (an untyped() column's jsonb for a
-      // `timestamptz DEFAULT now()` of an introspected database): its value as JSON instead (42846: cannot coerce).
-      if ((error as { code?: string }).code !== '42846') throw error;
-      const query = new PgDialect().sqlToQuery(field.column.default as SQL);
-      result = await client.query({ text: `select to_jsonb(${query.sql})`, values: query.params, rowMode: 'array' });
-    }
+    const result = await client.query({ text: statement.text, values: statement.values, rowMode: 'array' });
     return columnOf(field).mapFromDriverValue((result.rows[0] as unknown[])[0]);
   };
 
