@@ -190,10 +190,11 @@ const METHODS: Record<RouteKind, readonly Method[]> = {
 /** An integer as written canonically: `7`, not `07`, `+7` or `7.0` (keys in paths, filter values, dateText()). */
 export const CANONICAL_INTEGER = /^(0|-?[1-9][0-9]*)$/;
 /**
- * The canonical whole numbers (`7`, not `07`) from 0 to `max`, as a pattern: the shorter ones, then those of
- * max's length below it digit by digit, then max itself (a JSON Schema bounds no number written as text).
+ * The canonical whole numbers (`7`, not `07`) from 1 to `max`, as alternatives of a pattern without anchors:
+ * the shorter ones, then those of max's length below it digit by digit, then max itself (a JSON Schema bounds
+ * no number written as text).
  */
-export function wholeNumbersUpTo(max: number): string {
+function positiveUpTo(max: number): string {
   const digits = String(max);
   const below = [...digits].flatMap((digit, i) => {
     const low = i === 0 ? 1 : 0;
@@ -203,11 +204,14 @@ export function wholeNumbersUpTo(max: number): string {
     return [`${digits.slice(0, i)}${high === low ? low : `[${low}-${high}]`}${rest ? `[0-9]{${rest}}` : ''}`];
   });
   const shorter = digits.length > 1 ? [`[1-9][0-9]{0,${digits.length - 2}}`] : [];
-  return `^(0|${[...shorter, ...below, digits].join('|')})$`;
+  return [...shorter, ...below, digits].join('|');
 }
 
+/** The canonical whole numbers from 0 to `max`, as an anchored pattern. */
+export const wholeNumbersUpTo = (max: number): string => `^(0|${positiveUpTo(max)})$`;
+
 /** An integer JSON carries exactly (±(2^53 − 1)) as written canonically, as a pattern without anchors (a filter's value in OpenAPI). */
-export const SAFE_INTEGER_PATTERN = `0|-?(${wholeNumbersUpTo(Number.MAX_SAFE_INTEGER).slice(4, -2)})`;
+export const SAFE_INTEGER_PATTERN = `0|-?(${positiveUpTo(Number.MAX_SAFE_INTEGER)})`;
 /** A decimal number as text (a NUMERIC column's value). */
 export const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 /**
@@ -241,7 +245,7 @@ function decoded(segment: string): string | undefined {
 }
 
 /** A number's text as an element path writes it (`String`): `2.5`, never `2.50`, `02.5` or `+2.5`. */
-const isCanonicalNumber = (text: string): boolean => text.trim() !== '' && Number.isFinite(Number(text)) && String(Number(text)) === text;
+const isCanonicalNumber = (text: string): boolean => Number.isFinite(Number(text)) && String(Number(text)) === text;
 
 /**
  * Parses one key value from its (decoded) text, which must be the text the element's path is written
@@ -462,25 +466,23 @@ function toResource(source: SQLiteTable | SQLiteView): Resource {
     // path segment: not empty, nor `.` or `..`, which clients resolve away (RFC 3986 §5.2.4, even as %2E).
     // An element must be addressable by its key.
     const given = keyFields.filter((k) => !serverAssigned.has(k) && k in generated.shape);
+    const EMPTY = 'must not be empty: the element is addressed by it';
+    const DOTS = 'must not be "." or "..": the element is addressed by it';
+    /** A sole key's value other than a dot segment (a part of a composite key is no segment of its own). */
+    const noDots = (v: unknown) => keyFields.length > 1 || (v !== '.' && v !== '..');
     const addressable = (k: string) => {
       const schema = generated.shape[k] as z.ZodType;
       const value = schema instanceof z.ZodOptional ? (schema.unwrap() as z.ZodType) : schema;
       // A BLOB key (base64 text) is not empty either.
-      if (customKindOf(columns[k] as SQLiteColumn) === 'bytes')
-        return value.refine((v) => v !== '', 'must not be empty: the element is addressed by it');
+      if (customKindOf(columns[k] as SQLiteColumn) === 'bytes') return value.refine((v) => v !== '', EMPTY);
       // Nor is an untyped one given as text, nor (alone) `.` or `..`.
-      if (customKindOf(columns[k] as SQLiteColumn) === 'untyped')
-        return value
-          .refine((v) => v !== '', 'must not be empty: the element is addressed by it')
-          .refine((v) => keyFields.length > 1 || (v !== '.' && v !== '..'), 'must not be "." or "..": the element is addressed by it');
+      if (customKindOf(columns[k] as SQLiteColumn) === 'untyped') return value.refine((v) => v !== '', EMPTY).refine(noDots, DOTS);
       if (!(value instanceof z.ZodString)) return value;
       const segment =
         keyFields.length === 1
-          ? value
-              .refine((v) => v !== '.' && v !== '..', 'must not be "." or "..": the element is addressed by it')
-              .meta({ not: { enum: ['.', '..'] } }) // the refinement, as the OpenAPI document can say it
+          ? value.refine(noDots, DOTS).meta({ not: { enum: ['.', '..'] } }) // the refinement, as the OpenAPI document can say it
           : value;
-      return segment.min(1, 'must not be empty: the element is addressed by it');
+      return segment.min(1, EMPTY);
     };
     const insert = given.length ? generated.extend(Object.fromEntries(given.map((k) => [k, addressable(k)]))) : generated;
     const omit = (keys: Set<string>) =>
