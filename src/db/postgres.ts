@@ -37,8 +37,11 @@ export interface PostgresHandle {
 
 /**
  * Values as the API reads them: int8 (COUNT(*), bigint keys) as JS numbers (keys and counts stay
- * far below 2^53; the API refuses unsafe integers), and date/time types as the text PostgreSQL
- * sends (drizzle's columns decode them, as its node-postgres driver does).
+ * far below 2^53; the API refuses unsafe integers); the other types restable declares (integers,
+ * reals, booleans, bytea, json and jsonb) as node-postgres parses them; and every other type as the
+ * text PostgreSQL sends: dates and times (drizzle's columns decode them, as its node-postgres driver
+ * does), and what an introspected database's columns without a declared type hold (arrays, intervals,
+ * points…), which go back the way they came (src/store/postgres.ts: as text PostgreSQL parses).
  */
 const types = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {
@@ -46,13 +49,18 @@ const types = {
     switch (oid) {
       case builtins.INT8:
         return (value: string) => Number(value);
-      case builtins.TIMESTAMPTZ:
-      case builtins.TIMESTAMP:
-      case builtins.DATE:
-      case builtins.INTERVAL:
-        return (value: string) => value;
-      default:
+      case builtins.INT2:
+      case builtins.INT4:
+      case builtins.OID:
+      case builtins.FLOAT4:
+      case builtins.FLOAT8:
+      case builtins.BOOL:
+      case builtins.BYTEA:
+      case builtins.JSON:
+      case builtins.JSONB:
         return getTypeParser(oid, format as 'text');
+      default:
+        return (value: string) => value;
     }
   },
 } as pg.CustomTypesConfig;
