@@ -39,8 +39,9 @@ function parseTags(header: string | undefined): TagList | undefined {
 export type Outcome = 'proceed' | 'notModified';
 
 /**
- * Evaluates the preconditions of a request against the target's current ETag.
- * If-Match uses the strong comparison, If-None-Match the weak one.
+ * Evaluates the preconditions of a request against the target's current ETag, as the response
+ * carries it (a weak one, `W/"…"`, for a static file). If-Match uses the strong comparison, which a
+ * weak tag never passes; If-None-Match the weak one.
  * @returns 'notModified' when a GET/HEAD may answer 304
  * @throws {ApiError} 412 when a precondition fails
  * @see https://www.rfc-editor.org/rfc/rfc9110#section-13.2.2
@@ -48,14 +49,18 @@ export type Outcome = 'proceed' | 'notModified';
 export function evaluatePreconditions(method: string, headers: IncomingHttpHeaders, etag: string): Outcome {
   const ifMatch = parseTags(headers['if-match']);
   if (ifMatch && !ifMatch.any && !ifMatch.tags.some((t) => !t.weak && t.opaque === etag)) {
-    throw new ApiError('preconditionFailed', 'If-Match does not match the current ETag; fetch the element again.', {
-      headers: { ETag: etag },
-    });
+    const detail = etag.startsWith('W/')
+      ? 'If-Match names no tag this weak ETag matches: If-Match compares strongly (RFC 9110 §13.1.1).'
+      : 'If-Match does not match the current ETag; fetch the element again.';
+    throw new ApiError('preconditionFailed', detail, { headers: { ETag: etag } });
   }
   const ifNoneMatch = parseTags(headers['if-none-match']);
-  if (ifNoneMatch && (ifNoneMatch.any || ifNoneMatch.tags.some((t) => t.opaque === etag))) {
+  if (ifNoneMatch && (ifNoneMatch.any || ifNoneMatch.tags.some((t) => t.opaque === opaqueOf(etag)))) {
     if (method === 'GET' || method === 'HEAD') return 'notModified';
     throw new ApiError('preconditionFailed', 'If-None-Match matches the current ETag.', { headers: { ETag: etag } });
   }
   return 'proceed';
 }
+
+/** An entity tag without its weakness indicator: what the weak comparison compares. */
+const opaqueOf = (etag: string) => (etag.startsWith('W/') ? etag.slice(2) : etag);

@@ -60,7 +60,8 @@ function createDocsAssets() {
   const tags = new Map(
     files.map((file) => {
       const { size, mtimeMs } = statSync(join(root, file));
-      return [file, `"${size}-${Math.trunc(mtimeMs)}"`];
+      // Weak: a size and a time say the file is the same, not that its bytes are (RFC 9110 §8.8.1).
+      return [file, `W/"${size}-${Math.trunc(mtimeMs)}"`];
     }),
   );
   return { base: DOCS_ASSETS, files, tags, serve: sirv(root, { etag: false, maxAge: ASSET_MAX_AGE }) };
@@ -95,7 +96,7 @@ export function docsEndpoints(): Endpoint[] {
           GET: (req, res) => {
             res.setHeader('Content-Security-Policy', DOCS_CSP);
             const tag = assets.tags.get(file) as string;
-            res.setHeader('ETag', `W/${tag}`);
+            res.setHeader('ETag', tag);
             res.setHeader('Cache-Control', ASSET_CACHE_CONTROL);
             if (evaluatePreconditions(req.method ?? 'GET', req.headers, tag) === 'notModified') return sendEmpty(res, 304);
             // sirv serves from the package folder: it reads the file's path below the prefix from req.url.

@@ -194,6 +194,11 @@ reading('Accept with a charset is understood; every answer varies by Accept; HEA
   const refused = await service.request('GET', '/_changes', { headers: { accept: 'text/html' } });
   assert.is(refused.status, 406);
   assert.is(refused.headers.get('vary'), 'Accept');
+  for (const accept of ['application/json', 'text/event-stream']) {
+    const bad = await service.request('GET', '/_changes?since=abc', { headers: { accept } });
+    assert.is(bad.status, 400, `${accept}: ${bad.text}`);
+    assert.is(bad.headers.get('vary'), 'Accept', accept);
+  }
   const head = await service.request('HEAD', '/_changes', { headers: { accept: 'text/event-stream; charset=utf-8' } });
   assert.is(head.status, 200);
   assert.is(head.headers.get('content-type'), 'text/event-stream; charset=utf-8');

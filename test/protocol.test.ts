@@ -708,6 +708,13 @@ crossOrigin('a docs file is served whole whatever Range asks (no bodiless 416)',
   assert.is(again.headers.get('etag'), etag);
   assert.is(again.headers.get('cache-control'), reply.headers.get('cache-control'));
   assert.ok(reply.headers.get('cache-control'));
+  // If-Match compares strongly: the weak tag, with or without its W/, never matches; the 412 names the tag as sent.
+  for (const ifMatch of [etag, etag.slice(2)]) {
+    const refused = await service.request('GET', '/docs/assets/favicon-32x32.png', { headers: { 'if-match': ifMatch } });
+    assert.is(refused.status, 412, ifMatch);
+    assert.is(refused.headers.get('etag'), etag);
+  }
+  assert.is((await service.request('GET', '/docs/assets/favicon-32x32.png', { headers: { 'if-match': '*' } })).status, 200);
   // Logged by the path it was asked by, not the file's place in the package.
   const requestId = reply.headers.get('x-request-id');
   const logged = () => service.logs.find((line) => line.requestId === requestId);

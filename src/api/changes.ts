@@ -203,6 +203,10 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
   };
 
   const feed = (req: Request, res: Response) => {
+    // Every answer depends on Accept (a page, a stream, a 406, and their refusals): caches must key on it
+    // (RFC 9110 §12.5.5). A Vary set before (CORS: Origin) is kept.
+    const held = res.getHeader('vary');
+    res.setHeader('Vary', held === undefined ? 'Accept' : `${held}, Accept`);
     const query = parseQuery(req.query, kinds);
     if (query.ticket !== undefined && !tickets.valid(query.ticket)) {
       // Without authentication a ticket opens nothing: a bad one is a bad parameter, never a 401 (API.md §4).
@@ -211,10 +215,6 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
         headers: { 'WWW-Authenticate': 'Bearer realm="restable", error="invalid_token"' },
       });
     }
-    // Every answer from here on depends on Accept (a page, a stream, a 406, and their refusals): caches must
-    // key on it (RFC 9110 §12.5.5). A Vary set before (CORS: Origin) is kept.
-    const held = res.getHeader('vary');
-    res.setHeader('Vary', held === undefined ? 'Accept' : `${held}, Accept`);
     if (!wantsStream(req)) return page(res, query);
     // A stream has no pages: a limit would be ignored, so it is refused.
     if (query.limit !== undefined) throw invalid('limit', 'applies to JSON pages only; an event stream sends every change');
