@@ -51,8 +51,8 @@ function warnChanged(logger: Logger, database: string, changed: string[]): void 
 async function migratePostgres(url: string, config: Config, logger: Logger, registry: Registry): Promise<PostgresHandle> {
   const database = openPostgres(url, postgresOptions(config));
   try {
-    await loadPostgresStore();
     const { applied } = await applyPgMigrations(database, undefined, (client) => installPgOn(client, registry.resources));
+    await loadPostgresStore(database);
     logger.info({ database: database.url, applied }, applied.length ? `applied ${applied.length} migration(s)` : 'database is up to date');
     warnChanged(logger, database.url, await pgChangedMigrations(database));
     return database;

@@ -213,7 +213,7 @@ async function startPostgresService(options: ServiceOptions): Promise<Service> {
   let app: App | undefined;
   try {
     await applyPgMigrations(handle, pgMigrationsFolder);
-    await loadPostgresStore();
+    await loadPostgresStore(handle);
     app = createApp({ database: handle, config, logger, schema, migrationsFolder: pgMigrationsFolder });
     await app.ready;
     const server: Server = createHttpServer(app.handler, config, logger);

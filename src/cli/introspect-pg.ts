@@ -60,7 +60,8 @@ const SHARED_DEFAULTS: Record<string, string> = {
  */
 function defaultOf(text: string | null, declared: string): { value: string | null; dropped: boolean } {
   if (text === null) return { value: null, dropped: false };
-  const literal = /^\(?('(?:[^']|'')*')(?:::[\w\s"]+)?\)?$/.exec(text)?.[1];
+  // Cast to any type: `'x'::text`, `'{}'::text[]`, `'sad'::other."My Mood"` (a type of another schema).
+  const literal = /^\(?('(?:[^']|'')*')(?:::[\w\s".[\]]+)?\)?$/.exec(text)?.[1];
   const number = /^\(?'?(-?\d+(\.\d+)?)'?(?:::[\w\s]+)?\)?$/.exec(text)?.[1];
   // A number stays a number where the column holds numbers (PostgreSQL quotes a negative one: '-1'::integer).
   if (number !== undefined && /INT|NUMERIC|REAL|BOOLEAN/.test(declared)) return { value: number, dropped: false };

@@ -44,16 +44,34 @@ const json = customType<{ data: unknown; driverData: string }>({
 });
 
 /**
- * The PostgreSQL type of a SQLite column, by drizzle's column class. Integers are 64-bit in SQLite,
+ * A column of a type restable does not declare (a uuid, an enum, an array, an interval…), met in a database it
+ * introspected as untyped(): its values go as text, which PostgreSQL reads as the parameter's type, and come back
+ * as PostgreSQL's text for them (src/db/postgres.ts reads such types unparsed). `type` is the database's name for it.
+ */
+const nativeText = (type: string) =>
+  customType<{ data: string | number; driverData: string }>({ dataType: () => type, toDriver: (value) => String(value) });
+
+/** The types a column without a declared type may have where its values are JSON. */
+const JSON_TYPES = new Set(['jsonb', 'json']);
+
+/**
+ * The database's type of each column, by `table.column`, as format_type spells it (readPgColumnTypes): what a
+ * column without a declared type is in a database restable did not make.
+ */
+export type PgColumnTypes = ReadonlyMap<string, string>;
+
+/**
+ * The PostgreSQL type of a SQLite column, by drizzle's column class. `inDatabase` is the type the database
+ * gives the column, when known: a column without a declared type is jsonb unless it says otherwise. Integers are 64-bit in SQLite,
  * so `bigint` (read as a JS number: the API accepts safe integers only); a key SQLite assigns
  * becomes an identity column (BY DEFAULT, so that imported rows keep their keys).
  */
-function builderOf(column: SQLiteColumn, serverAssigned: boolean): PgColumnBuilderBase {
+function builderOf(column: SQLiteColumn, serverAssigned: boolean, inDatabase: string | undefined): PgColumnBuilderBase {
   const name = column.name;
   // A column without a type keeps each value's JSON type (a number stays a number) as jsonb.
   const custom = customKindOf(column);
   if (custom === 'bytes') return base64Bytea(name);
-  if (custom === 'untyped') return json(name);
+  if (custom === 'untyped') return inDatabase === undefined || JSON_TYPES.has(inDatabase) ? json(name) : nativeText(inDatabase)(name);
   if (custom === 'dateText') return text(name);
   // A key the client gives (SQLite does not assign it either): no identity.
   if (custom === 'integer') return bigint(name, { mode: 'number' });
@@ -130,9 +148,9 @@ function defaultOf(column: SQLiteColumn, pgText: boolean): unknown {
 }
 
 /** A column builder with the SQLite column's constraints, defaults and JS hooks. */
-function columnOf(column: SQLiteColumn, soleKey: boolean, serverAssigned: boolean) {
+function columnOf(column: SQLiteColumn, soleKey: boolean, serverAssigned: boolean, inDatabase?: string) {
   // The builder's modifiers are typed per class; they all exist on PgColumnBuilder.
-  const builder = builderOf(column, serverAssigned);
+  const builder = builderOf(column, serverAssigned, inDatabase);
   let b = builder as unknown as {
     notNull(): typeof b;
     primaryKey(): typeof b;
@@ -161,16 +179,20 @@ export function isRowidKey(column: SQLiteColumn, keyColumns: number): boolean {
 
 /**
  * Derives the PostgreSQL tables of every SQLite table among `schema`'s exports, by export name.
- * Foreign keys point at the derived parents, so a schema is derived as a whole.
+ * Foreign keys point at the derived parents, so a schema is derived as a whole. `types`: the
+ * database's own column types, for a database restable may not have made (none: the types restable makes).
  */
-export function toPgTables(schema: Record<string, unknown>): Record<string, PgTable> {
-  const derived: Record<string, PgTable> = toPgTablesOnly(schema);
+export function toPgTables(schema: Record<string, unknown>, types: PgColumnTypes = new Map()): Record<string, PgTable> {
+  const derived: Record<string, PgTable> = toPgTablesOnly(schema, types);
   // A view's SELECT is copied as written: it must mean the same in both dialects.
   for (const [exportName, view] of Object.entries(schema)) {
     if (!is(view, SQLiteView)) continue;
     const config = getViewConfig(view);
     const columns = Object.fromEntries(
-      Object.entries(config.selectedFields as Record<string, SQLiteColumn>).map(([key, column]) => [key, columnOf(column, false, false)]),
+      Object.entries(config.selectedFields as Record<string, SQLiteColumn>).map(([key, column]) => [
+        key,
+        columnOf(column, false, false, types.get(`${config.name}.${column.name}`)),
+      ]),
     );
     const query = config.query;
     if (!query) throw new Error(`view "${config.name}" has no query to create it with on PostgreSQL`);
@@ -180,7 +202,7 @@ export function toPgTables(schema: Record<string, unknown>): Record<string, PgTa
 }
 
 /** The tables of toPgTables. */
-function toPgTablesOnly(schema: Record<string, unknown>): Record<string, PgTable> {
+function toPgTablesOnly(schema: Record<string, unknown>, types: PgColumnTypes): Record<string, PgTable> {
   const sqliteTables = Object.entries(schema).filter((entry): entry is [string, SQLiteTable] => is(entry[1], SQLiteTable));
   const byTable = new Map<SQLiteTable, PgTable>();
   const derived: Record<string, PgTable> = {};
@@ -194,7 +216,7 @@ function toPgTablesOnly(schema: Record<string, unknown>): Record<string, PgTable
       if (!config.columns.includes(column as SQLiteColumn)) continue;
       const c = column as SQLiteColumn;
       keyOf.set(c.name, key);
-      columns[key] = columnOf(c, c.primary && keyColumns === 1, isRowidKey(c, keyColumns));
+      columns[key] = columnOf(c, c.primary && keyColumns === 1, isRowidKey(c, keyColumns), types.get(`${config.name}.${c.name}`));
     }
     const fieldsOf = (t: Record<string, unknown>, names: { name: string }[]) => names.map(({ name }) => t[keyOf.get(name) as string]);
     const pg = pgTable(config.name, columns, (t) => {

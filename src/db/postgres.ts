@@ -41,7 +41,7 @@ export interface PostgresHandle {
  * reals, booleans, bytea, json and jsonb) as node-postgres parses them; and every other type as the
  * text PostgreSQL sends: dates and times (drizzle's columns decode them, as its node-postgres driver
  * does), and what an introspected database's columns without a declared type hold (arrays, intervals,
- * points…), which go back the way they came (src/store/postgres.ts: as text PostgreSQL parses).
+ * points…), which go back the way they came (as text PostgreSQL parses: nativeText in src/db/pg-schema.ts).
  */
 const types = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {
@@ -110,6 +110,19 @@ export function openPostgres(url: string, options: PostgresOptions = POSTGRES_DE
   // on its own (a 503), and the pool drops the broken client when it comes back.
   pool.on('connect', (client) => client.on('error', () => {}));
   return { kind: 'postgres', pool, url: redactUrl(url) };
+}
+
+/**
+ * The type of every column of the current schema's tables and views, by `table.column`, as PostgreSQL spells it
+ * (`uuid`, `text[]`, `timestamp with time zone`, an enum's name, quoted where SQL needs it): for toPgTables.
+ */
+export async function readPgColumnTypes({ pool }: PostgresHandle): Promise<Map<string, string>> {
+  const { rows } = await pool.query<{ name: string; type: string }>(
+    `SELECT c.relname || '.' || a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type
+       FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v') AND a.attnum > 0 AND NOT a.attisdropped`,
+  );
+  return new Map(rows.map((row) => [row.name, row.type]));
 }
 
 /** Waits for checked-out connections to be released, then closes every connection. */

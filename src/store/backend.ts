@@ -6,8 +6,8 @@ import { type DatabaseHandle, probeWrite, replacedFileCheck } from '../db/client
 import * as internalSchema from '../db/internal-schema.js';
 import { MIGRATIONS_FOLDER, migrationStatus } from '../db/migrate.js';
 import { PG_MIGRATIONS_FOLDER, pgMigrationStatus } from '../db/pg-migrate.js';
-import { toPgTables } from '../db/pg-schema.js';
-import { isPostgres, type PostgresHandle } from '../db/postgres.js';
+import { type PgColumnTypes, toPgTables } from '../db/pg-schema.js';
+import { isPostgres, type PostgresHandle, readPgColumnTypes } from '../db/postgres.js';
 import type { ApiError } from '../errors.js';
 import { onFirstUse } from '../first-use.js';
 import type { Resource } from '../resources.js';
@@ -83,11 +83,15 @@ function sqliteBackend(database: DatabaseHandle, { resources, config, migrations
 
 /**
  * The PostgreSQL store and its driver (node-postgres, drizzle's node-postgres session: ~8 MB of
- * RSS), loaded only for a PostgreSQL database: await loadPostgresStore() before createApp.
+ * RSS), loaded only for a PostgreSQL database, and the database's column types (what a column
+ * without a declared type is there: src/db/pg-schema.ts): await loadPostgresStore(handle) once the
+ * migrations are applied, before createApp.
  */
 let postgresStore: typeof PostgresStore | undefined;
-export async function loadPostgresStore(): Promise<void> {
+const columnTypes = new WeakMap<PostgresHandle, PgColumnTypes>();
+export async function loadPostgresStore(handle: PostgresHandle): Promise<void> {
   postgresStore ??= await import('./postgres.js');
+  columnTypes.set(handle, await readPgColumnTypes(handle));
 }
 
 /** PostgreSQL: a pool shared by every request; any number of instances may serve one database. */
@@ -95,14 +99,15 @@ function postgresBackend(
   handle: PostgresHandle,
   { schema, resources, config, migrationsFolder = PG_MIGRATIONS_FOLDER }: BackendOptions,
 ): Backend {
-  if (!postgresStore) throw new Error('the PostgreSQL store is not loaded: await loadPostgresStore() before createApp');
+  const types = columnTypes.get(handle);
+  if (!postgresStore || !types) throw new Error('the PostgreSQL store is not loaded: await loadPostgresStore(handle) before createApp');
   const { createPostgresStore, readPgCursorKey } = postgresStore;
   let key: Buffer | undefined;
   const load = () =>
     readPgCursorKey(handle, config.cursorSecret).then((read) => {
       key = read;
     });
-  const store = createPostgresStore(handle, resources, toPgTables({ ...schema, ...internalSchema }));
+  const store = createPostgresStore(handle, resources, toPgTables({ ...schema, ...internalSchema }, types));
   const schemaAhead = schemaCheck(resources, async () => {
     const { rows } = await handle.pool.query(
       'SELECT table_name AS t, column_name AS c FROM information_schema.columns WHERE table_schema = current_schema()',

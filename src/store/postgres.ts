@@ -1,14 +1,12 @@
 // The PostgreSQL store: the same kind stores over a node-postgres pool, SQL built once per statement
 // with drizzle on the derived pg tables; writes in transactions with the row locked, retried after races.
 import { createHash, randomBytes } from 'node:crypto';
-import { and, count, eq, getTableColumns, gt, inArray, is, lte, type Placeholder, type SQL, sql } from 'drizzle-orm';
+import { and, count, eq, getTableColumns, gt, inArray, is, lte, type SQL, sql } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { getTableConfig, getViewConfig, type PgColumn, PgDialect, type PgTable, PgView } from 'drizzle-orm/pg-core';
 import type pg from 'pg';
 import { CURSOR_SECRET_NAME } from '../cursor.js';
-import { customKindOf } from '../db/columns.js';
 import type { PostgresHandle } from '../db/postgres.js';
-import { ident, literal } from '../db/quote.js';
 import { pgSearchQuery, SEARCH_COLUMN } from '../db/search.js';
 import { ApiError, atElement } from '../errors.js';
 import { onFirstUse } from '../first-use.js';
@@ -53,15 +51,6 @@ const PG_MAX_PARAMETERS = 65535;
 
 /** The advisory lock every batch holds for its transaction (its text hashed as Idempotency-Keys are: one lock space). */
 const BATCH_LOCK = 'restable: one batch at a time';
-
-/** A column's type as the database declares it (`timestamp with time zone`, an enum's name), quoted where SQL needs it. */
-async function typeInDatabase(client: pg.PoolClient, column: PgColumn): Promise<string> {
-  const { rows } = await client.query<{ type: string }>({
-    text: 'SELECT format_type(atttypid, atttypmod) AS type FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $2',
-    values: [ident(getTableConfig(column.table).name), column.name],
-  });
-  return (rows[0] as { type: string }).type;
-}
 
 /** PostgreSQL's spelling of the list language: NULLs and text ordered as SQLite orders them. */
 function listDialect(columnOf: (field: Field) => PgColumn): ListDialect {
@@ -269,18 +258,6 @@ function createKindStore(
     return params;
   };
   const atKey = keyCondition(keyColumns);
-  /**
-   * A value written to a field, as SQL over its placeholder. A column without a declared type is jsonb in a
-   * database restable made, but any type in one it introspected (a uuid, an enum, an array, an inet…), which
-   * JSON text would not fit (`"ok"` is no enum label): it is bound as jsonb and turned into the column's own
-   * type by jsonb_populate_record over the table's row type (a JSON string as its text, an array as an array).
-   */
-  const untypedKeys = new Set(resource.fields.filter((f) => customKindOf(f.column) === 'untyped').map((f) => f.key));
-  const bound = (field: Field, value: Placeholder): Placeholder | SQL => {
-    if (!untypedKeys.has(field.key)) return value;
-    const name = columnOf(field).name;
-    return sql`(jsonb_populate_record(null::${table}, jsonb_build_object(${sql.raw(literal(name))}, ${value}::jsonb))).${sql.identifier(name)}`;
-  };
   // A kind without a key (a view, a table without a primary key) is only listed: it has no element statements.
   const keyed = keyColumns.length > 0;
   const ifKeyed = <T>(make: () => T, more = true): T => (keyed && more ? make() : (undefined as T));
@@ -292,7 +269,7 @@ function createKindStore(
   const lockForDelete = ifKeyed(() => named(db.select(selection).from(table).where(atKey).for('update')));
   const existsById = ifKeyed(() => named(db.select({ one: sql`1` }).from(table).where(atKey)));
   const deleteById = ifKeyed(() => named(db.delete(table).where(atKey)));
-  const placeholders = (of: Field[]) => Object.fromEntries(of.map((f) => [f.key, bound(f, sql.placeholder(f.key))]));
+  const placeholders = (of: Field[]) => Object.fromEntries(of.map((f) => [f.key, sql.placeholder(f.key)]));
   // A kind whose every field is its key has nothing to set: a PUT or PATCH only checks and answers the row.
   const updateById = ifKeyed(
     () =>
@@ -328,10 +305,9 @@ function createKindStore(
     let statement = sqlDefaultStatements.get(field.key);
     if (!statement) {
       const query = new PgDialect().sqlToQuery(field.column.default as SQL);
-      // Cast as the column's DEFAULT is: `'[]'` alone is text, not the jsonb the column holds. A column without
-      // a declared type has the database's own type (a timestamptz whose default is now() in a database introspected).
-      const type = untypedKeys.has(field.key) ? await typeInDatabase(client, columnOf(field)) : columnOf(field).getSQLType();
-      statement = { text: `select (${query.sql})::${type}`, values: query.params };
+      // Cast as the column's DEFAULT is: `'[]'` alone is text, not the jsonb the column holds (and a column without a
+      // declared type has the database's own type: a timestamptz whose default is now() in a database introspected).
+      statement = { text: `select (${query.sql})::${columnOf(field).getSQLType()}`, values: query.params };
       sqlDefaultStatements.set(field.key, statement);
     }
     const result = await client.query({ text: statement.text, values: statement.values, rowMode: 'array' });
@@ -494,11 +470,7 @@ function createKindStore(
             named(
               db
                 .insert(table)
-                .values(
-                  pieceValues(fields, size).map((row) =>
-                    Object.fromEntries(fields.map((field) => [field.key, bound(field, row[field.key] as Placeholder)])),
-                  ) as never,
-                )
+                .values(pieceValues(fields, size) as never)
                 .returning(selection as never),
             ),
           );
