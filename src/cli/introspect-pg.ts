@@ -148,7 +148,15 @@ export async function readPgDatabase(db: pg.ClientBase): Promise<DatabaseModel> 
     if (relation.name.startsWith('restable_')) continue;
     const notes: string[] = [];
     const own = constraints.filter((c) => c.table === relation.oid);
-    const key = own.find((c) => c.type === 'p')?.columns ?? [];
+    // An array column can be neither an element's key nor a foreign key here: its values are served as their
+    // text, which cannot be looked up in a list of keys (`= ANY(…)` of arrays of arrays). Both stay in the database.
+    const arrays = new Set(columns.filter((c) => c.table === relation.name && c.type === 'ARRAY').map((c) => c.name));
+    const onArray = (names: string[]) => names.some((name) => arrays.has(name));
+    let key = own.find((c) => c.type === 'p')?.columns ?? [];
+    if (onArray(key)) {
+      notes.push(`the primary key (${key.join(', ')}) holds an array: not declared (the table is served as a list only)`);
+      key = [];
+    }
     let keyGiven = false;
     const tableColumns: ColumnModel[] = columns
       .filter((c) => c.table === relation.name)
@@ -195,6 +203,10 @@ export async function readPgDatabase(db: pg.ClientBase): Promise<DatabaseModel> 
     const foreignKeys: ForeignKeyModel[] = own
       .filter((c) => {
         if (c.type !== 'f' || c.parent === null) return false;
+        if (onArray(c.columns)) {
+          notes.push(`foreign key (${c.columns.join(', ')}) → ${c.parent} is on an array: kept in the database, not declared`);
+          return false;
+        }
         if (c.local && served.has(c.parent)) return true;
         notes.push(`foreign key (${c.columns.join(', ')}) → ${c.parent} names a table not served here: kept in the database, not declared`);
         return false;

@@ -65,6 +65,14 @@ const types = {
   },
 } as pg.CustomTypesConfig;
 
+/**
+ * The session's output formats, whatever the database or role sets: dates and times are served as the text
+ * PostgreSQL writes (columns of types restable does not declare), so a `DateStyle` of `SQL, DMY` or a
+ * `TimeZone` whose abbreviation PostgreSQL reads back as another zone (`IST`) would make a GET's value
+ * differ from what it means, and a PUT of it change the row. ISO dates, UTC offsets, ISO intervals.
+ */
+const SESSION_SETTINGS = "SET datestyle TO 'ISO, YMD'; SET timezone TO 'UTC'; SET intervalstyle TO 'postgres'";
+
 /** Checkouts (a query or a transaction each) a connection serves before the pool replaces it: bounds what it accumulates. */
 const MAX_USES = 10_000;
 
@@ -108,7 +116,11 @@ export function openPostgres(url: string, options: PostgresOptions = POSTGRES_DE
   // middle of reading a packet that may hold that very error): an 'error' event nobody listens for ends the
   // process. Every client listens from its first connection on; the query under way, or the next one, fails
   // on its own (a 503), and the pool drops the broken client when it comes back.
-  pool.on('connect', (client) => client.on('error', () => {}));
+  pool.on('connect', (client) => {
+    client.on('error', () => {});
+    // Queued ahead of the query the connection was opened for: values read and written in one spelling.
+    client.query(SESSION_SETTINGS).catch(() => {});
+  });
   return { kind: 'postgres', pool, url: redactUrl(url) };
 }
 

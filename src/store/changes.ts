@@ -2,6 +2,7 @@
 // record every write in the write's own transaction, and the reads, sequencing and purges of the feed.
 import type Database from 'better-sqlite3';
 import type pg from 'pg';
+import { customKindOf } from '../db/columns.js';
 import { ident, literal } from '../db/quote.js';
 import type { Field, KeyValue, Resource } from '../resources.js';
 import { withConnection } from './pg-connection.js';
@@ -262,8 +263,15 @@ export function pgChangeLog(pool: pg.Pool, resources: Resource[]): ChangeLog {
 /** The trigger function of one kind: the changed rows of a statement, as changes of `TG_OP`, into the pending table. */
 function pgFunction(resource: Resource): string {
   const column = (f: Field, row: string) => `${row}.${ident(f.column.name)}`;
-  // A BLOB (bytea) key as its base64 text, without the line breaks encode() puts every 76 characters.
-  const value = (f: Field, row: string) => (isBlob(f) ? `translate(encode(${column(f, row)}, 'base64'), E'\\n', '')` : column(f, row));
+  // A BLOB (bytea) key as its base64 text, without the line breaks encode() puts every 76 characters; a key without a
+  // declared type as the text PostgreSQL serves for its type (a timestamp as `2024-01-01 10:00:00`, not to_jsonb's
+  // `2024-01-01T10:00:00`), unless it is JSON already (jsonb, as in a database restable made).
+  const value = (f: Field, row: string) => {
+    const at = column(f, row);
+    if (isBlob(f)) return `translate(encode(${at}, 'base64'), E'\\n', '')`;
+    if (customKindOf(f.column) !== 'untyped') return at;
+    return `CASE WHEN pg_typeof(${at}) IN ('json'::regtype, 'jsonb'::regtype) THEN to_jsonb(${at}) ELSE to_jsonb(${at}::text) END`;
+  };
   const key = (row: string) => `jsonb_build_array(${resource.key.map((f) => value(f, row)).join(', ')})`;
   const insert = (op: ChangeOp, rows: string) =>
     `INSERT INTO ${PENDING} (kind, key, op) SELECT ${literal(resource.name)}, ${key('r')}, '${op}' FROM ${rows} r;`;
