@@ -46,6 +46,9 @@ function declaredOf(type: string, length: number | null, precision: number | nul
   }
 }
 
+/** PostgreSQL's defaults that make a random UUID (the built-in one, and uuid-ossp's). */
+const UUID_DEFAULTS = /^(gen_random_uuid|uuid_generate_v4)\(\)$/;
+
 /** SQL defaults PostgreSQL and SQLite both take with one meaning (PostgreSQL shows `now()` for CURRENT_TIMESTAMP's twin). */
 const SHARED_DEFAULTS: Record<string, string> = {
   'now()': '(CURRENT_TIMESTAMP)',
@@ -172,13 +175,16 @@ export async function readPgDatabase(db: pg.ClientBase): Promise<DatabaseModel> 
         // that is also a foreign key needs no such type: restable asks for it already.
         const referencing = own.some((con) => con.type === 'f' && con.columns.includes(c.name));
         if (sole && !assigned && !referencing && declared === 'INTEGER') keyGiven = true;
-        const { value, dropped } = assigned ? { value: null, dropped: false } : defaultOf(c.default, declared);
+        // A new UUID per row by PostgreSQL's function: made by the service instead (the same on SQLite), so that a create may leave it out.
+        const madeUuid = !assigned && c.default !== null && UUID_DEFAULTS.test(c.default);
+        const { value, dropped } = assigned || madeUuid ? { value: null, dropped: false } : defaultOf(c.default, declared);
         if (dropped) notes.push(`the default of ${c.name} (${c.default}) is PostgreSQL SQL: kept in the database, not declared`);
         return {
           name: c.name,
           declared,
           notNull: c.nullable === 'NO',
           default: value,
+          ...(madeUuid && { madeUuid: true }),
           ...(c.type === 'boolean' && { boolean: true }),
           ...((c.type === 'json' || c.type === 'jsonb') && { json: true }),
           // Stored generated columns (the only kind PostgreSQL has) stay the database's to compute.

@@ -45,6 +45,8 @@ export interface ColumnModel {
   boolean?: boolean;
   /** A JSON document (PostgreSQL's json, jsonb): declared as text in json mode, any JSON value, `jsonb` on PostgreSQL. */
   json?: boolean;
+  /** A random UUID by default (PostgreSQL's gen_random_uuid()): declared as one the service makes for each new row. */
+  madeUuid?: boolean;
 }
 
 export interface IndexModel {
@@ -499,7 +501,19 @@ export function toSchemaSource(model: DatabaseModel, origin: { file: string; dat
   const IMPORTS = ['sql', 'relations', 'AnySQLiteColumn', 'foreignKey', 'index', 'integer', 'numeric', 'primaryKey', 'real'];
   const names = nameAll(
     tables,
-    new Set([...IMPORTS, 'sqliteTable', 'sqliteView', 'text', 'unique', 'uniqueIndex', 'bytes', 'dateText', 'intKey', 'untyped']),
+    new Set([
+      ...IMPORTS,
+      'sqliteTable',
+      'sqliteView',
+      'text',
+      'unique',
+      'uniqueIndex',
+      'bytes',
+      'dateText',
+      'intKey',
+      'untyped',
+      'randomUUID',
+    ]),
   );
   const relations = namedRelations(tables, names);
   const used = new Set<string>();
@@ -534,6 +548,7 @@ export function toSchemaSource(model: DatabaseModel, origin: { file: string; dat
           : given;
     if (value !== undefined) out += `.default(${value})`;
     if (value?.startsWith('sql`')) use('sql');
+    if (c.madeUuid) out += `.$defaultFn(() => ${use('randomUUID')}())`;
     if (c.generated) out += `.generatedAlwaysAs(${sqlText(c.generated.expression)}, { mode: '${c.generated.mode}' })`;
     const unique = table.indexes.find((i) => i.origin === 'u' && i.columns.length === 1 && i.columns[0] === c.name && !i.where);
     if (unique) out += '.unique()';
@@ -660,6 +675,7 @@ export function toSchemaSource(model: DatabaseModel, origin: { file: string; dat
     '// Every table and view is a resource kind; views and tables without a primary key are served read-only.',
   ];
   const importLines = [
+    used.has('randomUUID') ? "import { randomUUID } from 'node:crypto';" : '',
     orm.length ? `import { ${orm.join(', ')} } from 'drizzle-orm';` : '',
     core.length
       ? `import { ${core.map((n) => (n === 'AnySQLiteColumn' ? 'type AnySQLiteColumn' : n)).join(', ')} } from 'drizzle-orm/sqlite-core';`
