@@ -71,7 +71,27 @@ const types = {
  * `TimeZone` whose abbreviation PostgreSQL reads back as another zone (`IST`) would make a GET's value
  * differ from what it means, and a PUT of it change the row. ISO dates, UTC offsets, ISO intervals.
  */
-const SESSION_SETTINGS = "SET datestyle TO 'ISO, YMD'; SET timezone TO 'UTC'; SET intervalstyle TO 'postgres'";
+const SESSION_OPTIONS = '-c DateStyle=ISO,YMD -c TimeZone=UTC -c IntervalStyle=postgres';
+
+/**
+ * The URL and the startup `options` every connection sends: SESSION_OPTIONS after those the URL (or PGOPTIONS)
+ * gives, so that they are the ones in force. node-postgres takes a URL's `options` over its own setting, so
+ * options the URL gives are extended in the URL itself.
+ */
+function withSessionOptions(url: string): { connectionString: string; options?: string } {
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    // Not a URL node-postgres reads query parameters from (a socket path): nothing there to extend.
+  }
+  const given = parsed?.searchParams.get('options');
+  if (!parsed || given === null || given === undefined) {
+    return { connectionString: url, options: [process.env.PGOPTIONS, SESSION_OPTIONS].filter(Boolean).join(' ') };
+  }
+  parsed.searchParams.set('options', `${given} ${SESSION_OPTIONS}`);
+  return { connectionString: parsed.toString() };
+}
 
 /** Checkouts (a query or a transaction each) a connection serves before the pool replaces it: bounds what it accumulates. */
 const MAX_USES = 10_000;
@@ -98,7 +118,7 @@ export function redactUrl(url: string): string {
  */
 export function openPostgres(url: string, options: PostgresOptions = POSTGRES_DEFAULTS): PostgresHandle {
   const pool = new (nodePostgres().Pool)({
-    connectionString: url,
+    ...withSessionOptions(url),
     max: options.poolSize,
     connectionTimeoutMillis: options.connectTimeoutMs,
     idleTimeoutMillis: options.idleTimeoutMs,
@@ -116,11 +136,7 @@ export function openPostgres(url: string, options: PostgresOptions = POSTGRES_DE
   // middle of reading a packet that may hold that very error): an 'error' event nobody listens for ends the
   // process. Every client listens from its first connection on; the query under way, or the next one, fails
   // on its own (a 503), and the pool drops the broken client when it comes back.
-  pool.on('connect', (client) => {
-    client.on('error', () => {});
-    // Queued ahead of the query the connection was opened for: values read and written in one spelling.
-    client.query(SESSION_SETTINGS).catch(() => {});
-  });
+  pool.on('connect', (client) => client.on('error', () => {}));
   return { kind: 'postgres', pool, url: redactUrl(url) };
 }
 
