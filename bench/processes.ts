@@ -10,6 +10,7 @@ import { cpus } from 'node:os';
  * the service the way users do, so what it measures is the default configuration.
  */
 export const START_ARGV = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).scripts.start as string)
+  .replace(/^exec\s+/, '') // the shell hands its process to node, which so gets npm's signals
   .split(/\s+/)
   .slice(1);
 

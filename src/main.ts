@@ -107,6 +107,11 @@ async function serve(config: Config, logger: Logger): Promise<void> {
     app = createApp({ database, config, logger, schema, registry });
   } catch (error) {
     await close(database);
+    // The store's statements and the change feed's triggers are made here: SQLite may refuse (locked, read-only).
+    const code = (error as { code?: unknown }).code;
+    if (typeof code === 'string' && code.startsWith('SQLITE_')) {
+      throw new DatabaseOpenError(`cannot set up the database for serving: ${(error as Error).message}`);
+    }
     throw error;
   }
   try {

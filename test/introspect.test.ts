@@ -262,6 +262,25 @@ const AWKWARD = `
   CREATE VIEW "odd \`view\`" ("a", "b") AS SELECT 1, '\${not a template}';
 `;
 
+Edges('a name holding a double quote: SQLite serves it, and no PostgreSQL migration is written for it', async () => {
+  const run = await introspectFixture((path) => {
+    const db = new Database(path);
+    db.exec('CREATE TABLE "Parent Table" ("a b" INTEGER, "k""q" TEXT, PRIMARY KEY ("a b", "k""q"))');
+    db.close();
+    return path;
+  });
+  try {
+    assert.match(
+      run.output.stdout,
+      /none: this schema cannot be converted to PostgreSQL \(column "k"q" of "Parent Table" holds a double quote/,
+    );
+    assert.not.ok(existsSync(join(run.out, 'pg')), 'no PostgreSQL migration');
+    assert.ok(existsSync(join(run.out, '0000_baseline.sql')));
+  } finally {
+    run.remove();
+  }
+});
+
 Edges('writes a module that loads and type-checks for reserved, clashing and non-identifier names', async () => {
   const run = await introspectFixture((path) => {
     const db = new Database(path);

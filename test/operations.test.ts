@@ -433,6 +433,31 @@ backups('`backup` takes a consistent copy while the service is writing', async (
   }
 });
 
+backups('a database that fails the integrity check is not backed up: the file named keeps what it held', async () => {
+  const temp = tempDir();
+  try {
+    const file = join(temp.dir, 'damaged.db');
+    const sqlite = new Database(file);
+    sqlite.exec('CREATE TABLE t (x TEXT); CREATE INDEX t_x ON t (x)');
+    const insert = sqlite.prepare('INSERT INTO t (x) VALUES (?)');
+    for (let i = 0; i < 3000; i++) insert.run(`value ${i} ${'x'.repeat(40)}`);
+    sqlite.close();
+    // Pages in the middle of the file overwritten: the table's and the index's b-trees no longer agree.
+    const bytes = readFileSync(file);
+    bytes.fill(0x5a, 4096 * 6, 4096 * 8);
+    writeFileSync(file, bytes);
+    const destination = join(temp.dir, 'latest.db');
+    writeFileSync(destination, 'the last good backup');
+    const refused = await runScript('cli/backup.js', { DATABASE_PATH: file }, [destination]);
+    assert.is(refused.code, 1, refused.output);
+    assert.match(refused.output.trim(), /^backup: [^\n]+$/);
+    assert.is(readFileSync(destination, 'utf8'), 'the last good backup');
+    assert.equal(readdirSync(temp.dir).sort(), ['damaged.db', 'latest.db']);
+  } finally {
+    temp.remove();
+  }
+});
+
 backups('a restored backup sends the change feed’s readers back to a full read, with no seq handed out twice', async () => {
   await withTempDir(async (dir) => {
     const env = { DATABASE_PATH: join(dir, 'live.db') };

@@ -1,14 +1,17 @@
 // The real entry points as processes: data survives a restart, SIGTERM/SIGINT stop cleanly with
 // exit 0, a bad configuration stops start-up with one line and exit 1, and `migrate` reports.
 // They serve the tests' pet shop (see spawnService), whatever src/db/schema.ts holds.
-import { existsSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import {
   installPetShopWith,
   PET_SHOP_MIGRATION_TAGS,
   type Process,
+  ROOT,
   request,
   runScript,
   runService,
@@ -139,6 +142,53 @@ test('bad configuration stops start-up with one clear line and exit code 1', asy
   }
 });
 
+test('SIGTERM to `npm start` reaches the service: it stops gracefully and leaves nothing listening', async () => {
+  const temp = tempDir();
+  const database = join(temp.dir, 'app.db');
+  // npm runs the script through sh, which `exec` replaces by node: the signal npm passes on reaches the service.
+  const npm = spawn('npm', ['start', '--silent'], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_PATH: database, PORT: '0', LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  try {
+    let output = '';
+    const url = await new Promise<string>((resolve, reject) => {
+      const onData = (chunk: Buffer) => {
+        output += chunk;
+        const match = /listening on (http:\/\/[\d.:]+)/.exec(output);
+        if (match) resolve(match[1] as string);
+      };
+      npm.stdout.on('data', onData);
+      npm.stderr.on('data', onData);
+      npm.on('exit', (code) => reject(new Error(`npm start exited with ${code}:\n${output}`)));
+    });
+    assert.is((await request(url, 'GET', '/healthz')).status, 200);
+    // npm exits once its child has; 'close' comes after the last of the child's output (never, while an orphan holds it).
+    const closed = new Promise((resolve) => npm.on('close', resolve));
+    npm.kill('SIGTERM');
+    await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 15_000))]);
+    assert.match(output, /"reason":"SIGTERM"/);
+    assert.match(output, /stopped: database checkpointed and closed/);
+    const gone = await request(url, 'GET', '/healthz').then(
+      () => false,
+      () => true,
+    );
+    assert.ok(gone, 'the service still answers after npm start was told to stop');
+  } finally {
+    if (npm.exitCode === null) npm.kill('SIGKILL');
+    // Without `exec`, the service outlives npm: found by its database's path in its environment, it is stopped here.
+    for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+      try {
+        if (readFileSync(`/proc/${pid}/environ`, 'latin1').includes(`DATABASE_PATH=${database}\0`)) process.kill(Number(pid), 'SIGKILL');
+      } catch {
+        // gone already, or not ours to read
+      }
+    }
+    temp.remove();
+  }
+});
+
 test('a database that cannot be opened, or an address that cannot be bound, is one line and exit code 1', async () => {
   const temp = tempDir();
   const occupant = await spawnService({ DATABASE_PATH: join(temp.dir, 'a.db') });
@@ -168,6 +218,20 @@ test('a database that cannot be opened, or an address that cannot be bound, is o
       assert.is(code, 1, JSON.stringify(env));
       assert.match(output.trim(), line);
       assert.is(output.trim().split('\n').length, 1, output);
+    }
+    // A database another process holds the write lock of (up to date, so nothing to migrate): the feed's triggers
+    // cannot be made, and start-up stops with one line, not a stack trace.
+    const locked = join(temp.dir, 'g.db');
+    assert.is(await (await spawnService({ DATABASE_PATH: locked })).stop('SIGTERM'), 0);
+    const holder = new Database(locked);
+    holder.exec('BEGIN IMMEDIATE');
+    try {
+      const { code, output } = await runService({ LOG_LEVEL: 'silent', DATABASE_PATH: locked });
+      assert.is(code, 1, output);
+      assert.is(output.trim(), 'restable: cannot set up the database for serving: database is locked');
+    } finally {
+      holder.exec('ROLLBACK');
+      holder.close();
     }
     // A HOST that names no address is refused before the database is made, even at the default log level.
     for (const workers of ['1', '2']) {

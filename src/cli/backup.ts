@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { SingleBar } from 'cli-progress';
 import { ConfigError, parseConfig } from '../config.js';
-import { type BackupProgress, backupDatabase, defaultBackupPath } from '../db/backup.js';
+import { BackupCheckError, type BackupProgress, backupDatabase, defaultBackupPath } from '../db/backup.js';
 
 /** A path as the file system resolves it: symbolic links followed, also of the folder of a file not there yet. */
 function canonical(path: string): string {
@@ -70,10 +70,6 @@ try {
     bar?.stop();
     source.close();
   }
-  const copy = new Database(destination, { readonly: true });
-  const check = copy.pragma('quick_check', { simple: true });
-  copy.close();
-  if (check !== 'ok') throw new Error(`the copy at ${destination} failed its integrity check: ${check}`);
   const megabytes = (statSync(destination).size / 1024 / 1024).toFixed(1);
   console.log(`backed up ${config.databasePath} to ${destination} (${megabytes} MB, integrity ok)`);
 } catch (error) {
@@ -81,7 +77,11 @@ try {
   const { code, syscall } = error as { code?: string; syscall?: string };
   // A usage, configuration, database or file system refusal (EEXIST, ENOTDIR, EACCES…: node's errors name their syscall).
   const known =
-    error instanceof ConfigError || code?.startsWith?.('SQLITE_') || code?.startsWith?.('ERR_PARSE_ARGS') || syscall !== undefined;
+    error instanceof ConfigError ||
+    error instanceof BackupCheckError ||
+    code?.startsWith?.('SQLITE_') ||
+    code?.startsWith?.('ERR_PARSE_ARGS') ||
+    syscall !== undefined;
   if (!known) throw error;
   console.error(`backup: ${message}`);
   process.exitCode = 1;

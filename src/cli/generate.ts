@@ -17,6 +17,8 @@ import {
   generateSQLiteDrizzleJson,
   generateSQLiteMigration,
 } from 'drizzle-kit/api';
+import { is } from 'drizzle-orm';
+import { getTableConfig, getViewConfig, type PgColumn, type PgTable, PgView } from 'drizzle-orm/pg-core';
 import * as internal from '../db/internal-schema.js';
 import { toPgTables } from '../db/pg-schema.js';
 import { pgSearchStatements, type SearchState, searchChanges, searchStateOf, sqliteSearchStatements } from '../db/search.js';
@@ -104,6 +106,19 @@ function renameQuestion(prev: { tables: object }, cur: { tables: object }): stri
   return undefined;
 }
 
+/** The first table or column of `tables` whose name holds `"` (drizzle-kit writes `"k"q"`), as `table "…"` or `column "…" of "…"`. */
+function nameWithQuote(tables: Record<string, PgTable | PgView>): string | undefined {
+  for (const table of Object.values(tables)) {
+    const { name, columns } = is(table, PgView)
+      ? { name: getViewConfig(table).name, columns: Object.values(getViewConfig(table).selectedFields as Record<string, PgColumn>) }
+      : getTableConfig(table as PgTable);
+    if (name.includes('"')) return `table "${name}"`;
+    const column = columns.find((c) => c.name.includes('"'));
+    if (column) return `column "${column.name}" of "${name}"`;
+  }
+  return undefined;
+}
+
 /**
  * The PostgreSQL snapshot of `schema` (chained to `folder`'s newest) and the statements that take
  * `folder` there. A check answers drizzle-kit's rename question itself instead of prompting.
@@ -111,7 +126,14 @@ function renameQuestion(prev: { tables: object }, cur: { tables: object }): stri
 async function pgDiff(schema: Record<string, unknown>, folder: string, check = false, withInternal = true) {
   const committed = latestSnapshot<DrizzleSnapshotJSON>(folder);
   const prev = committed ?? generateDrizzleJson({});
-  const cur = generateDrizzleJson(toPgTables(withInternal ? { ...schema, ...internal } : schema), committed?.id);
+  const tables = toPgTables(withInternal ? { ...schema, ...internal } : schema);
+  const quoted = nameWithQuote(tables);
+  if (quoted) {
+    throw new UsageError(
+      `${quoted} holds a double quote, which drizzle-kit's PostgreSQL statements would not escape: rename it for PostgreSQL`,
+    );
+  }
+  const cur = generateDrizzleJson(tables, committed?.id);
   const question = renameQuestion(prev, cur);
   if (question && check) return { cur, statements: [`-- ${question}`] };
   if (question && !canAsk()) throw cannotAsk(question);

@@ -18,12 +18,16 @@ export function defaultBackupPath(databasePath: string, label = 'backup'): strin
   return join(dirname(databasePath), 'backups', `${name}-${label}-${stamp}.db`);
 }
 
+/** A copy that failed SQLite's integrity check: not put in place. */
+export class BackupCheckError extends Error {}
+
 /**
  * Copies the open database to `destination` page by page while it stays usable, then makes the
  * copy one self-contained file (rollback journal, not WAL), ready to be copied or restored, its
  * change feed renumbered so that a restore sends the feed's readers back to a full read. The copy
- * is made beside it and renamed into place once whole: a file already there (whatever it holds) is
- * replaced, and a failed backup leaves it as it was.
+ * is made beside it, checked (`PRAGMA quick_check`) and renamed into place once whole and sound: a
+ * file already there (whatever it holds) is replaced, and a failed backup leaves it as it was.
+ * @throws {BackupCheckError} when the copy (so the database) fails the check
  */
 export async function backupDatabase(
   sqlite: Database.Database,
@@ -43,6 +47,13 @@ export async function backupDatabase(
     try {
       copy.pragma('journal_mode = DELETE');
       renumberBackupChanges(copy);
+      const problems = copy.pragma('quick_check') as { quick_check: string }[];
+      if (problems[0]?.quick_check !== 'ok') {
+        const first = (problems[0]?.quick_check ?? '').split('\n')[0];
+        throw new BackupCheckError(
+          `the copy of the database failed its integrity check (${problems.length} problem(s), the first: ${first}); nothing was written to ${destination}`,
+        );
+      }
     } finally {
       copy.close();
     }
