@@ -458,6 +458,35 @@ backups('a database that fails the integrity check is not backed up: the file na
   }
 });
 
+backups('a damaged database file answers 503 saying so, never a 500', async () => {
+  const temp = tempDir();
+  const env = { DATABASE_PATH: join(temp.dir, 'app.db') };
+  try {
+    const first = await spawnService(env);
+    const users = Array.from({ length: 300 }, (_, i) => ({ name: `user ${i} ${'x'.repeat(60)}`, email: `u${i}@example.com` }));
+    assert.is((await request(first.url, 'POST', '/users', { body: users })).status, 201);
+    assert.is(await first.stop(), 0);
+    // The users table's root page overwritten past its header: the table's b-tree no longer reads.
+    const sqlite = new Database(env.DATABASE_PATH);
+    const { rootpage } = sqlite.prepare("SELECT rootpage FROM sqlite_master WHERE name = 'users'").get() as { rootpage: number };
+    const pageSize = sqlite.pragma('page_size', { simple: true }) as number;
+    sqlite.close();
+    const bytes = readFileSync(env.DATABASE_PATH);
+    bytes.fill(0x5a, (rootpage - 1) * pageSize + 100, rootpage * pageSize);
+    writeFileSync(env.DATABASE_PATH, bytes);
+    const second = await spawnService(env);
+    try {
+      const reply = await request(second.url, 'GET', '/users?limit=1000');
+      assert.is(reply.status, 503, reply.text);
+      assert.is(reply.body.detail, 'The database file is damaged; it must be restored from a backup.');
+    } finally {
+      await second.stop();
+    }
+  } finally {
+    temp.remove();
+  }
+});
+
 backups('a restored backup sends the change feed’s readers back to a full read, with no seq handed out twice', async () => {
   await withTempDir(async (dir) => {
     const env = { DATABASE_PATH: join(dir, 'live.db') };

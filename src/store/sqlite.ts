@@ -71,7 +71,7 @@ function classify(error: { code: string; message: string }): Failure | undefined
   if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return 'unique';
   if (code === 'SQLITE_CONSTRAINT_FOREIGNKEY' || message.startsWith('FOREIGN KEY constraint failed')) return 'foreignKey';
   if (code.startsWith('SQLITE_CONSTRAINT')) return 'constraint';
-  if (/^SQLITE_(BUSY|LOCKED|READONLY|FULL|IOERR|CANTOPEN)/.test(code)) return 'unavailable';
+  if (/^SQLITE_(BUSY|LOCKED|READONLY|FULL|IOERR|CANTOPEN|CORRUPT|NOTADB)/.test(code)) return 'unavailable';
   return undefined;
 }
 
@@ -109,6 +109,10 @@ export function unavailableFrom(error: unknown): ApiError | undefined {
   if (error instanceof ApiError) return error.code === 'unavailable' ? error : undefined;
   const sqliteError = sqliteErrorOf(error);
   if (!sqliteError || classify(sqliteError) !== 'unavailable') return undefined;
+  // A damaged file (a disk fault, a copy made while written) answers so until it is repaired or restored from a backup.
+  if (/^SQLITE_(CORRUPT|NOTADB)/.test(sqliteError.code)) {
+    return refusals.unavailable('The database file is damaged; it must be restored from a backup.', sqliteError);
+  }
   return refusals.unavailable('The database cannot accept writes right now; try again later.', sqliteError);
 }
 
