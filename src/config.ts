@@ -80,7 +80,12 @@ export const VARIABLES = {
     default: '127.0.0.1',
     doc: 'interface to bind; the container sets 0.0.0.0',
     // A blank one would reach the listen call as a name that resolves to nothing.
-    schema: z.string().regex(/^\S+$/).describe('a host name or IP address, without white space'),
+    schema: z
+      .string()
+      .regex(/^\S+$/)
+      // An IPv6 address as URLs write it (`[::1]`) is the address.
+      .transform((host) => (/^\[[^\]]*\]$/.test(host) ? host.slice(1, -1) : host))
+      .describe('a host name or IP address (an IPv6 one with or without brackets), without white space'),
   },
   databasePath: {
     env: 'DATABASE_PATH',

@@ -3,6 +3,7 @@
 // A start-up failure prints one line and exits 1; nothing else in src/ calls process.exit.
 import cluster from 'node:cluster';
 import { lookup } from 'node:dns/promises';
+import { isIPv6 } from 'node:net';
 import type { Logger } from 'pino';
 import { createApp } from './app.js';
 import { type Config, ConfigError, parseConfig, postgresOptions } from './config.js';
@@ -36,7 +37,7 @@ async function close(database: Database): Promise<string | undefined> {
 }
 
 /** `host:port`, an IPv6 address bracketed as in a URL (`[::1]:3000`). */
-const hostPort = ({ host, port }: { host: string; port: number }) => `${host.includes(':') ? `[${host}]` : host}:${port}`;
+const hostPort = ({ host, port }: { host: string; port: number }) => `${isIPv6(host) ? `[${host}]` : host}:${port}`;
 
 /** Says which applied migrations were edited after they ran: served all the same, but the files no longer say what the database holds. */
 function warnChanged(logger: Logger, database: string, changed: string[]): void {

@@ -70,6 +70,8 @@ test('a blank HOST is refused at once, not at listen', () => {
   }
   assert.is(parseConfig({ HOST: '' }).host, '127.0.0.1');
   assert.is(parseConfig({ HOST: '::1' }).host, '::1');
+  // Written as in a URL, an IPv6 address is the address.
+  assert.is(parseConfig({ HOST: '[::1]' }).host, '::1');
 });
 
 test('secrets are never printed, not even a bad one', () => {
