@@ -18,6 +18,7 @@ import { createRegistry, type Registry, RegistryError } from './resources.js';
 import { createHttpServer } from './server.js';
 import { loadPostgresStore } from './store/backend.js';
 import { installPgOn, installSqlite } from './store/changes.js';
+import { unavailableFrom } from './store/sqlite.js';
 
 /** The port is taken or the host cannot be bound; one line for the user. */
 class ListenError extends Error {
@@ -109,9 +110,8 @@ async function serve(config: Config, logger: Logger): Promise<void> {
   } catch (error) {
     await close(database);
     // The store's statements and the change feed's triggers are made here: SQLite may refuse (locked, read-only).
-    const code = (error as { code?: unknown }).code;
-    if (typeof code === 'string' && code.startsWith('SQLITE_')) {
-      throw new DatabaseOpenError(`cannot set up the database for serving: ${(error as Error).message}`);
+    if (unavailableFrom(error)) {
+      throw new DatabaseOpenError(`cannot set up the database for serving: ${(error as Error).message}`, { cause: error });
     }
     throw error;
   }

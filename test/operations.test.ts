@@ -438,21 +438,40 @@ backups('a database that fails the integrity check is not backed up: the file na
   try {
     const file = join(temp.dir, 'damaged.db');
     const sqlite = new Database(file);
-    sqlite.exec('CREATE TABLE t (x TEXT); CREATE INDEX t_x ON t (x)');
+    sqlite.exec('CREATE TABLE t (x TEXT)');
     const insert = sqlite.prepare('INSERT INTO t (x) VALUES (?)');
     for (let i = 0; i < 3000; i++) insert.run(`value ${i} ${'x'.repeat(40)}`);
+    // The index made last holds the last pages: overwritten, the table still reads but no longer agrees with it.
+    sqlite.exec('CREATE INDEX t_x ON t (x)');
+    const pages = sqlite.pragma('page_count', { simple: true }) as number;
+    const pageSize = sqlite.pragma('page_size', { simple: true }) as number;
     sqlite.close();
-    // Pages in the middle of the file overwritten: the table's and the index's b-trees no longer agree.
     const bytes = readFileSync(file);
-    bytes.fill(0x5a, 4096 * 6, 4096 * 8);
+    bytes.fill(0x5a, pageSize * (pages - 3) + 100, pageSize * (pages - 1));
     writeFileSync(file, bytes);
     const destination = join(temp.dir, 'latest.db');
     writeFileSync(destination, 'the last good backup');
     const refused = await runScript('cli/backup.js', { DATABASE_PATH: file }, [destination]);
     assert.is(refused.code, 1, refused.output);
-    assert.match(refused.output.trim(), /^backup: [^\n]+$/);
+    assert.match(
+      refused.output.trim(),
+      /^backup: the copy of the database failed its integrity check \(\d+ problem\(s\), the first: [^*\n][^\n]+$/,
+    );
     assert.is(readFileSync(destination, 'utf8'), 'the last good backup');
     assert.equal(readdirSync(temp.dir).sort(), ['damaged.db', 'latest.db']);
+    // Nor is it migrated: the backup taken first would not restore it.
+    const database = openDatabase(file);
+    try {
+      const error = await applyMigrations(database, PET_SHOP_MIGRATIONS, join(temp.dir, 'before.db')).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      assert.instance(error, MigrationError);
+      assert.match((error as Error).message, /^not migrating: the copy of the database failed its integrity check/);
+      assert.not.ok(existsSync(join(temp.dir, 'before.db')));
+    } finally {
+      closeDatabase(database);
+    }
   } finally {
     temp.remove();
   }
@@ -479,6 +498,7 @@ backups('a damaged database file answers 503 saying so, never a 500', async () =
       const reply = await request(second.url, 'GET', '/users?limit=1000');
       assert.is(reply.status, 503, reply.text);
       assert.is(reply.body.detail, 'The database file is damaged; it must be restored from a backup.');
+      assert.is(reply.headers.get('retry-after'), null, 'trying again will not help');
     } finally {
       await second.stop();
     }

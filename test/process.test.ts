@@ -146,7 +146,8 @@ test('SIGTERM to `npm start` reaches the service: it stops gracefully and leaves
   const temp = tempDir();
   const database = join(temp.dir, 'app.db');
   // npm runs the script through sh, which `exec` replaces by node: the signal npm passes on reaches the service.
-  const npm = spawn('npm', ['start', '--silent'], {
+  // --ignore-scripts: prestart would build dist/ again, under the other suites' feet.
+  const npm = spawn('npm', ['start', '--silent', '--ignore-scripts'], {
     cwd: ROOT,
     env: { ...process.env, DATABASE_PATH: database, PORT: '0', LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -109,8 +109,9 @@ function renameQuestion(prev: { tables: object }, cur: { tables: object }): stri
 /** The first table or column of `tables` whose name holds `"` (drizzle-kit writes `"k"q"`), as `table "…"` or `column "…" of "…"`. */
 function nameWithQuote(tables: Record<string, PgTable | PgView>): string | undefined {
   for (const table of Object.values(tables)) {
-    const { name, columns } = is(table, PgView)
-      ? { name: getViewConfig(table).name, columns: Object.values(getViewConfig(table).selectedFields as Record<string, PgColumn>) }
+    const view = is(table, PgView) ? getViewConfig(table) : undefined;
+    const { name, columns } = view
+      ? { name: view.name, columns: Object.values(view.selectedFields as Record<string, PgColumn>) }
       : getTableConfig(table as PgTable);
     if (name.includes('"')) return `table "${name}"`;
     const column = columns.find((c) => c.name.includes('"'));

@@ -46,8 +46,8 @@ function declaredOf(type: string, length: number | null, precision: number | nul
   }
 }
 
-/** PostgreSQL's defaults that make a random UUID (the built-in one, and uuid-ossp's). */
-const UUID_DEFAULTS = /^(gen_random_uuid|uuid_generate_v4)\(\)$/;
+/** PostgreSQL's defaults that make a random UUID (the built-in one, and uuid-ossp's, also by a schema: `extensions.`). */
+const UUID_DEFAULTS = /^(?:[\w"]+\.)?(gen_random_uuid|uuid_generate_v4)\(\)$/;
 
 /** SQL defaults PostgreSQL and SQLite both take with one meaning (PostgreSQL shows `now()` for CURRENT_TIMESTAMP's twin). */
 const SHARED_DEFAULTS: Record<string, string> = {

@@ -47,11 +47,12 @@ export async function backupDatabase(
     try {
       copy.pragma('journal_mode = DELETE');
       renumberBackupChanges(copy);
-      const problems = copy.pragma('quick_check') as { quick_check: string }[];
-      if (problems[0]?.quick_check !== 'ok') {
-        const first = (problems[0]?.quick_check ?? '').split('\n')[0];
+      // One row per problem, or rows of several lines under a `*** in database main ***` heading.
+      const rows = copy.pragma('quick_check') as { quick_check: string }[];
+      const problems = rows.flatMap((row) => row.quick_check.split('\n')).filter((line) => line !== '' && !line.startsWith('***'));
+      if (problems[0] !== 'ok') {
         throw new BackupCheckError(
-          `the copy of the database failed its integrity check (${problems.length} problem(s), the first: ${first}); nothing was written to ${destination}`,
+          `the copy of the database failed its integrity check (${problems.length} problem(s), the first: ${problems[0]}); nothing was written to ${destination}`,
         );
       }
     } finally {

@@ -4,7 +4,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type Database from 'better-sqlite3';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
-import { backupDatabase, defaultBackupPath } from './backup.js';
+import { BackupCheckError, backupDatabase, defaultBackupPath } from './backup.js';
 import type { DatabaseHandle } from './client.js';
 import { ident } from './quote.js';
 import { restoreSqliteSearch } from './search.js';
@@ -261,7 +261,10 @@ export async function applyMigrations(
   if (status.pending.length === 0) return { applied: [] };
   const { sqlite } = handle;
   const backup = hasData(sqlite)
-    ? await backupDatabase(sqlite, backupTo ?? defaultBackupPath(sqlite.name, `before-${status.pending[0]}`))
+    ? await backupDatabase(sqlite, backupTo ?? defaultBackupPath(sqlite.name, `before-${status.pending[0]}`)).catch((error) => {
+        // A damaged database is not migrated: its backup would not restore it.
+        throw error instanceof BackupCheckError ? new MigrationError(`not migrating: ${error.message}`) : error;
+      })
     : undefined;
   try {
     return { applied: applyPending(sqlite, folder, afterApplied), backup };

@@ -55,10 +55,13 @@ const nativeText = (type: string) =>
 const JSON_TYPES = new Set(['jsonb', 'json']);
 
 /**
- * The database's type of each column, by `table.column`, as format_type spells it (readPgColumnTypes): what a
+ * The database's type of each column, by pgColumnKey, as format_type spells it (readPgColumnTypes): what a
  * column without a declared type is in a database restable did not make.
  */
 export type PgColumnTypes = ReadonlyMap<string, string>;
+
+/** A column's key in PgColumnTypes: its table's and its own name as a JSON array (names may hold any character). */
+export const pgColumnKey = (table: string, column: string) => JSON.stringify([table, column]);
 
 /**
  * The PostgreSQL type of a SQLite column, by drizzle's column class. `inDatabase` is the type the database
@@ -68,7 +71,8 @@ export type PgColumnTypes = ReadonlyMap<string, string>;
  */
 function builderOf(column: SQLiteColumn, serverAssigned: boolean, inDatabase: string | undefined): PgColumnBuilderBase {
   const name = column.name;
-  // A column without a type keeps each value's JSON type (a number stays a number) as jsonb.
+  // A column without a type keeps each value's JSON type (a number stays a number) as jsonb, unless the database
+  // gives it another type (an introspected uuid, enum, array…): then its values are that type's text.
   const custom = customKindOf(column);
   if (custom === 'bytes') return base64Bytea(name);
   if (custom === 'untyped') return inDatabase === undefined || JSON_TYPES.has(inDatabase) ? json(name) : nativeText(inDatabase)(name);
@@ -191,7 +195,7 @@ export function toPgTables(schema: Record<string, unknown>, types: PgColumnTypes
     const columns = Object.fromEntries(
       Object.entries(config.selectedFields as Record<string, SQLiteColumn>).map(([key, column]) => [
         key,
-        columnOf(column, false, false, types.get(`${config.name}.${column.name}`)),
+        columnOf(column, false, false, types.get(pgColumnKey(config.name, column.name))),
       ]),
     );
     const query = config.query;
@@ -216,7 +220,7 @@ function toPgTablesOnly(schema: Record<string, unknown>, types: PgColumnTypes): 
       if (!config.columns.includes(column as SQLiteColumn)) continue;
       const c = column as SQLiteColumn;
       keyOf.set(c.name, key);
-      columns[key] = columnOf(c, c.primary && keyColumns === 1, isRowidKey(c, keyColumns), types.get(`${config.name}.${c.name}`));
+      columns[key] = columnOf(c, c.primary && keyColumns === 1, isRowidKey(c, keyColumns), types.get(pgColumnKey(config.name, c.name)));
     }
     const fieldsOf = (t: Record<string, unknown>, names: { name: string }[]) => names.map(({ name }) => t[keyOf.get(name) as string]);
     const pg = pgTable(config.name, columns, (t) => {

@@ -2,6 +2,7 @@
 // drains it at shutdown. Like client.ts for SQLite, it owns no global handle.
 import { createRequire } from 'node:module';
 import type pg from 'pg';
+import { pgColumnKey } from './pg-schema.js';
 
 /** node-postgres, loaded on first use: a SQLite service never pays for it (~6 MB of RSS). */
 let driver: typeof pg | undefined;
@@ -74,8 +75,8 @@ const types = {
 const SESSION_OPTIONS = '-c DateStyle=ISO,YMD -c TimeZone=UTC -c IntervalStyle=postgres';
 
 /**
- * The URL and the startup `options` every connection sends: SESSION_OPTIONS after those the URL (or PGOPTIONS)
- * gives, so that they are the ones in force. node-postgres takes a URL's `options` over its own setting, so
+ * The URL and the startup `options` every connection sends: SESSION_OPTIONS, after those the URL gives, so
+ * that they are the ones in force (PGOPTIONS is not read: the service's own options take its place). node-postgres takes a URL's `options` over its own setting, so
  * options the URL gives are extended in the URL itself.
  */
 function withSessionOptions(url: string): { connectionString: string; options?: string } {
@@ -86,9 +87,7 @@ function withSessionOptions(url: string): { connectionString: string; options?: 
     // Not a URL node-postgres reads query parameters from (a socket path): nothing there to extend.
   }
   const given = parsed?.searchParams.get('options');
-  if (!parsed || given === null || given === undefined) {
-    return { connectionString: url, options: [process.env.PGOPTIONS, SESSION_OPTIONS].filter(Boolean).join(' ') };
-  }
+  if (!parsed || given === null || given === undefined) return { connectionString: url, options: SESSION_OPTIONS };
   parsed.searchParams.set('options', `${given} ${SESSION_OPTIONS}`);
   return { connectionString: parsed.toString() };
 }
@@ -141,16 +140,16 @@ export function openPostgres(url: string, options: PostgresOptions = POSTGRES_DE
 }
 
 /**
- * The type of every column of the current schema's tables and views, by `table.column`, as PostgreSQL spells it
+ * The type of every column of the current schema's tables and views, by pgColumnKey, as PostgreSQL spells it
  * (`uuid`, `text[]`, `timestamp with time zone`, an enum's name, quoted where SQL needs it): for toPgTables.
  */
 export async function readPgColumnTypes({ pool }: PostgresHandle): Promise<Map<string, string>> {
-  const { rows } = await pool.query<{ name: string; type: string }>(
-    `SELECT c.relname || '.' || a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type
+  const { rows } = await pool.query<{ table: string; column: string; type: string }>(
+    `SELECT c.relname AS table, a.attname AS column, format_type(a.atttypid, a.atttypmod) AS type
        FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
       WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v') AND a.attnum > 0 AND NOT a.attisdropped`,
   );
-  return new Map(rows.map((row) => [row.name, row.type]));
+  return new Map(rows.map((row) => [pgColumnKey(row.table, row.column), row.type]));
 }
 
 /** Waits for checked-out connections to be released, then closes every connection. */

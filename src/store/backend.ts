@@ -13,7 +13,7 @@ import { onFirstUse } from '../first-use.js';
 import type { Resource } from '../resources.js';
 import { pgSchemaAheadFrom, pgUnavailableFrom } from './pg-errors.js';
 import type * as PostgresStore from './postgres.js';
-import { createSqliteStore, schemaAheadFrom, unavailableFrom } from './sqlite.js';
+import { createSqliteStore, DAMAGED, schemaAheadFrom, unavailableFrom } from './sqlite.js';
 import { type MaybePromise, refusals, type Store, then } from './store.js';
 
 export interface Backend {
@@ -43,7 +43,9 @@ function sqliteBackend(database: DatabaseHandle, { resources, config, migrations
   let writeFailure: string | undefined;
   const unavailable = (error: unknown) => {
     const found = unavailableFrom(error);
-    if (found && found.cause instanceof Error) writeFailure = found.cause.message;
+    // A damaged file is not a failing write (a read finds it as well): /readyz's write probe says nothing of it.
+    const cause = found?.cause as (Error & { code?: string }) | undefined;
+    if (cause instanceof Error && !DAMAGED.test(cause.code ?? '')) writeFailure = cause.message;
     return found ?? schemaAheadFrom(error);
   };
   const schemaAhead = schemaCheck(resources, () => {

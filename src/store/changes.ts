@@ -275,7 +275,11 @@ function pgFunction(resource: Resource): string {
   const key = (row: string) => `jsonb_build_array(${resource.key.map((f) => value(f, row)).join(', ')})`;
   const insert = (op: ChangeOp, rows: string) =>
     `INSERT INTO ${PENDING} (kind, key, op) SELECT ${literal(resource.name)}, ${key('r')}, '${op}' FROM ${rows} r;`;
-  return `CREATE OR REPLACE FUNCTION ${ident(`${PREFIX}${resource.name}`)}() RETURNS trigger LANGUAGE plpgsql AS $$
+  // A key's text depends on the writing session's formats (any client may write): fixed to those the service reads with.
+  const formats = resource.key.some((f) => customKindOf(f.column) === 'untyped')
+    ? " SET DateStyle = 'ISO, YMD' SET TimeZone = 'UTC' SET IntervalStyle = 'postgres'"
+    : '';
+  return `CREATE OR REPLACE FUNCTION ${ident(`${PREFIX}${resource.name}`)}() RETURNS trigger LANGUAGE plpgsql${formats} AS $$
 BEGIN
   IF TG_OP = 'INSERT' THEN ${insert('create', 'restable_new')}
   ELSIF TG_OP = 'UPDATE' THEN ${insert('update', 'restable_new')}

@@ -66,12 +66,15 @@ function sqliteErrorOf(error: unknown): (Error & { code: string }) | undefined {
 type Failure = 'unique' | 'foreignKey' | 'constraint' | 'unavailable';
 
 /** What kind of failure a SQLite error is; RESTRICT reports itself as a trigger constraint. */
+/** SQLite's codes for a database file that is damaged ("malformed") or not a database. */
+export const DAMAGED = /^SQLITE_(CORRUPT|NOTADB)/;
+
 function classify(error: { code: string; message: string }): Failure | undefined {
   const { code, message } = error;
   if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return 'unique';
   if (code === 'SQLITE_CONSTRAINT_FOREIGNKEY' || message.startsWith('FOREIGN KEY constraint failed')) return 'foreignKey';
   if (code.startsWith('SQLITE_CONSTRAINT')) return 'constraint';
-  if (/^SQLITE_(BUSY|LOCKED|READONLY|FULL|IOERR|CANTOPEN|CORRUPT|NOTADB)/.test(code)) return 'unavailable';
+  if (/^SQLITE_(BUSY|LOCKED|READONLY|FULL|IOERR|CANTOPEN)/.test(code) || DAMAGED.test(code)) return 'unavailable';
   return undefined;
 }
 
@@ -109,9 +112,10 @@ export function unavailableFrom(error: unknown): ApiError | undefined {
   if (error instanceof ApiError) return error.code === 'unavailable' ? error : undefined;
   const sqliteError = sqliteErrorOf(error);
   if (!sqliteError || classify(sqliteError) !== 'unavailable') return undefined;
-  // A damaged file (a disk fault, a copy made while written) answers so until it is repaired or restored from a backup.
-  if (/^SQLITE_(CORRUPT|NOTADB)/.test(sqliteError.code)) {
-    return refusals.unavailable('The database file is damaged; it must be restored from a backup.', sqliteError);
+  // A damaged file (a disk fault, a copy made while written) answers so until it is restored from a backup: no
+  // Retry-After, since trying again will not help.
+  if (DAMAGED.test(sqliteError.code)) {
+    return new ApiError('unavailable', 'The database file is damaged; it must be restored from a backup.', { cause: sqliteError });
   }
   return refusals.unavailable('The database cannot accept writes right now; try again later.', sqliteError);
 }
