@@ -65,10 +65,10 @@ function sqliteErrorOf(error: unknown): (Error & { code: string }) | undefined {
 
 type Failure = 'unique' | 'foreignKey' | 'constraint' | 'unavailable';
 
-/** What kind of failure a SQLite error is; RESTRICT reports itself as a trigger constraint. */
 /** SQLite's codes for a database file that is damaged ("malformed") or not a database. */
 export const DAMAGED = /^SQLITE_(CORRUPT|NOTADB)/;
 
+/** What kind of failure a SQLite error is; RESTRICT reports itself as a trigger constraint. */
 function classify(error: { code: string; message: string }): Failure | undefined {
   const { code, message } = error;
   if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return 'unique';
