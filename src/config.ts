@@ -305,6 +305,11 @@ export function parseConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(
       `MAX_BODY_BYTES_IN_FLIGHT (${parsed.maxBodyBytesInFlight}) must be at least MAX_BODY_BYTES (${parsed.maxBodyBytes}), or no body of the largest size could ever be read`,
     );
+  // Each process would open a database of its own: a write made through one would be missing from the others.
+  if (parsed.workers > 1 && !parsed.databaseUrl && parsed.databasePath === ':memory:')
+    throw new ConfigError(
+      `DATABASE_PATH=:memory: cannot be shared by WORKERS=${parsed.workers}: each worker would serve an in-memory database of its own; use a file, or WORKERS=1`,
+    );
   if (parsed.headersTimeoutMs > parsed.requestTimeoutMs)
     throw new ConfigError(
       `HEADERS_TIMEOUT_MS (${parsed.headersTimeoutMs}) must not exceed REQUEST_TIMEOUT_MS (${parsed.requestTimeoutMs})`,

@@ -147,6 +147,15 @@ test('DATABASE_PATH: white space at either end, or a blank one, is refused (SQLi
   assert.is(parseConfig({ DATABASE_PATH: 'my data/app.db' }).databasePath, 'my data/app.db');
 });
 
+test('DATABASE_PATH=:memory: is refused with WORKERS > 1 (each worker would have a database of its own), taken with one', () => {
+  assert.is(
+    refusal({ DATABASE_PATH: ':memory:', WORKERS: '2' }),
+    'DATABASE_PATH=:memory: cannot be shared by WORKERS=2: each worker would serve an in-memory database of its own; use a file, or WORKERS=1',
+  );
+  assert.is(parseConfig({ DATABASE_PATH: ':memory:' }).databasePath, ':memory:');
+  assert.is(parseConfig({ DATABASE_PATH: ':memory:', WORKERS: '2', DATABASE_URL: 'postgres://h/db' }).workers, 2);
+});
+
 test("the README's configuration table lists every variable with its default and, word for word, what it accepts", () => {
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
   const section = readme.slice(readme.indexOf('\n## Configuration\n'), readme.indexOf('\n## Scripts\n'));

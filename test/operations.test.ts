@@ -82,6 +82,12 @@ migrations('a failing migration applies nothing and leaves the database as it wa
     const path = join(dir, 'fail.db');
     const database = openDatabase(path);
     await applyMigrations(database, migrationsCopy(dir, 1));
+    // A row, so that a backup is taken first (and removed with its folder, nothing having been applied).
+    database.sqlite
+      .prepare(
+        "INSERT INTO users (name, email, created_at, updated_at) VALUES ('a', 'a@x.io', '2024-01-01T00:00:00.000Z', '2024-01-01T00:00:00.000Z')",
+      )
+      .run();
     const folder = join(dir, 'migrations');
     const journal = JSON.parse(readFileSync(join(folder, 'meta/_journal.json'), 'utf8'));
     const real = JSON.parse(readFileSync(join(PET_SHOP_MIGRATIONS, 'meta/_journal.json'), 'utf8')).entries[1];
@@ -100,6 +106,7 @@ migrations('a failing migration applies nothing and leaves the database as it wa
       assert.match((error as Error).message, /^migration failed, nothing was applied: table `?users`? already exists/);
     }
     assert.equal(tables(path), before);
+    assert.not.ok(existsSync(join(dir, 'backups')), 'the backup taken before, and the folder made for it, are gone');
     assert.equal(migrationStatus(database, folder).pending, [TAGS[1], '0002_broken']);
     closeDatabase(database);
   });

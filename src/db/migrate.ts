@@ -1,6 +1,7 @@
 // Applies the drizzle-kit migrations in migrations/ (found relative to this module, not the cwd): drizzle's files and
 // bookkeeping table, in one IMMEDIATE transaction whose end checks what a table rebuild can break; never generates any.
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmdirSync, rmSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type Database from 'better-sqlite3';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
@@ -260,8 +261,17 @@ export async function applyMigrations(
   const status = refuseUnknown(migrationStatus(handle, folder));
   if (status.pending.length === 0) return { applied: [] };
   const { sqlite } = handle;
+  const destination = backupTo ?? defaultBackupPath(sqlite.name, `before-${status.pending[0]}`);
+  // The default backups/ folder is not left behind empty by a migration that did not happen (rmdir takes only an empty one).
+  const dropEmptyFolder = () => {
+    if (backupTo !== undefined) return;
+    try {
+      rmdirSync(dirname(destination));
+    } catch {}
+  };
   const backup = hasData(sqlite)
-    ? await backupDatabase(sqlite, backupTo ?? defaultBackupPath(sqlite.name, `before-${status.pending[0]}`)).catch((error) => {
+    ? await backupDatabase(sqlite, destination).catch((error) => {
+        dropEmptyFolder();
         // A damaged database is not migrated: its backup would not restore it.
         throw error instanceof BackupCheckError ? new MigrationError(`not migrating: ${error.message}`) : error;
       })
@@ -271,7 +281,10 @@ export async function applyMigrations(
   } catch (error) {
     // Nothing was applied: the database is the backup's twin. Removed, so that a service restarted in a loop on a
     // migration that cannot apply does not fill the disk with copies.
-    if (backup) rmSync(backup, { force: true });
+    if (backup) {
+      rmSync(backup, { force: true });
+      dropEmptyFolder();
+    }
     throw new MigrationError(`migration failed, nothing was applied: ${(error as Error).message}`);
   }
 }

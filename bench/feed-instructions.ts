@@ -1,0 +1,262 @@
+// What recording a change costs a write on PostgreSQL, counted in instructions (callgrind: counts, not
+// seconds) of every PostgreSQL process and of the service, with the feed's triggers and without.
+// PostgreSQL: each run serves a fresh copy of the same users from a server started under valgrind and
+// stopped after N writes; a short run and a long one per variant, so that start-up, shutdown and the
+// connections' first statements cancel out: per write = (long − short) / the writes between them. The
+// feed's changes are sequenced (moved from the pending table into the log) before the end, as the
+// service's purge does at least once a minute, so that cost is counted too. Nobody follows the feed.
+// The service: under valgrind itself, zeroed once warm and dumped after --writes writes; its main thread
+// (V8's helper threads collect garbage when the timing suits them, which moves their counts run to run).
+// Usage: npm run build && tsx bench/feed-instructions.ts [--writes 1500] [--warm 300] [--warm-service 3000]
+//        [--connections 8] [--scenario PATCH|POST] [--only postgres|service] (needs valgrind and Debian's postgresql; makes its own
+//        throwaway server; ~10 min per scenario)
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { chownSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+// @ts-expect-error: a plain ES module of the tests, without types
+import { startCluster, stopCluster } from '../test/pg-cluster.mjs';
+import { freePort, START_ARGV, waitUntilServing } from './processes.js';
+
+const { values: args } = parseArgs({
+  options: {
+    writes: { type: 'string', default: '1500' },
+    warm: { type: 'string', default: '300' },
+    'warm-service': { type: 'string', default: '3000' },
+    connections: { type: 'string', default: '8' },
+    scenario: { type: 'string' },
+    rows: { type: 'string', default: '10000' },
+    // Only one side: postgres or service (both by default).
+    only: { type: 'string' },
+  },
+});
+const WRITES = Number(args.writes);
+const WARM = Number(args.warm);
+const WARM_SERVICE = Number(args['warm-service']);
+const CONNECTIONS = Number(args.connections);
+const ROWS = Number(args.rows);
+const ONLY = args.only;
+const SCENARIOS = args.scenario ? [args.scenario.toUpperCase()] : ['PATCH', 'POST'];
+if (
+  ![WRITES, WARM, WARM_SERVICE, CONNECTIONS, ROWS].every((n) => Number.isInteger(n) && n > 0) ||
+  SCENARIOS.some((s) => s !== 'PATCH' && s !== 'POST')
+) {
+  console.error(
+    'usage: tsx bench/feed-instructions.ts [--writes N] [--warm N] [--warm-service N] [--connections N] [--scenario PATCH|POST] [--only postgres|service]',
+  );
+  process.exit(2);
+}
+
+type Variant = 'feed' | 'triggers off';
+const VARIANTS: Variant[] = ['feed', 'triggers off'];
+const isRoot = process.getuid?.() === 0;
+const scratch = join(tmpdir(), `restable-feed-instructions-${process.pid}`);
+const dumps = join(scratch, 'callgrind');
+mkdirSync(dumps, { recursive: true });
+const stateFile = join(scratch, 'cluster.json');
+const cluster = (await startCluster({ stateFile })) as { url: string; data: string; bin: string; dir: string };
+const admin = cluster.url;
+const urlOf = (name: string) => admin.replace(/\/[^/]*$/, `/${name}`);
+
+/** Runs a PostgreSQL program as its owner (postgres, when this process is root). */
+const asOwner = (program: string, argv: string[]) =>
+  execFileSync(isRoot ? 'runuser' : program, isRoot ? ['-u', 'postgres', '--', program, ...argv] : argv, { stdio: 'pipe' });
+
+async function sql(url: string, text: string, values: unknown[] = []) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await client.query(text, values);
+  } finally {
+    await client.end();
+  }
+}
+
+// Every process the server forks runs under valgrind too; each writes its count when it exits.
+const wrapper = join(scratch, 'postgres-under-callgrind.sh');
+writeFileSync(
+  wrapper,
+  `#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file=${dumps}/postgres.%p ${cluster.bin}/postgres "$@"\n`,
+  { mode: 0o755 },
+);
+if (isRoot) {
+  const [uid, gid] = ['-u', '-g'].map((flag) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' })));
+  for (const path of [scratch, dumps, wrapper]) chownSync(path, uid as number, gid as number);
+}
+
+/** The seeded database every run copies: this build's migrations and ROWS users. */
+async function seed(): Promise<void> {
+  await sql(admin, 'CREATE DATABASE feed_seed');
+  execFileSync(process.execPath, ['dist/cli/migrate.js'], {
+    env: { PATH: process.env.PATH, DATABASE_URL: urlOf('feed_seed') },
+    stdio: 'ignore',
+  });
+  const now = new Date().toISOString();
+  await sql(
+    urlOf('feed_seed'),
+    `INSERT INTO users (id, name, email, created_at, updated_at)
+     SELECT i, 'user ' || i, 'user' || i || '@example.com', $1, $1 FROM generate_series(1, $2::int) AS i`,
+    [now, ROWS],
+  );
+  await sql(urlOf('feed_seed'), `SELECT setval(pg_get_serial_sequence('users', 'id'), $1)`, [ROWS]);
+  // The seed's own inserts are no changes of the runs.
+  await sql(urlOf('feed_seed'), 'TRUNCATE restable_changes, restable_changes_pending');
+  await sql(urlOf('feed_seed'), 'VACUUM ANALYZE');
+}
+
+/** The instructions of each dump whose name starts with `prefix` (callgrind's `summary:` line); removes them. */
+function collect(prefix: string): number[] {
+  return readdirSync(dumps)
+    .filter((n) => n.startsWith(prefix))
+    .map((name) => {
+      const total = Number(/^summary: (\d+)/m.exec(readFileSync(join(dumps, name), 'utf8'))?.[1] ?? 0);
+      rmSync(join(dumps, name));
+      return total;
+    });
+}
+const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
+
+async function stopService(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((done) => child.once('exit', done));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+/** `count` writes of `scenario`, CONNECTIONS at a time; throws on any unexpected answer. */
+async function write(url: string, scenario: string, count: number, tag: string): Promise<void> {
+  let next = 0;
+  const one = async (n: number) => {
+    const id = ((n * 7919) % ROWS) + 1;
+    const [method, path, body, status] =
+      scenario === 'PATCH'
+        ? ['PATCH', `/users/${id}`, { name: `n${n}` }, 200]
+        : ['POST', '/users', { name: 'Bench', email: `bench-${tag}-${n}@example.com` }, 201];
+    const res = await fetch(url + path, { method, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    await res.arrayBuffer();
+    if (res.status !== status) throw new Error(`${method} ${path}: ${res.status}`);
+  };
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      while (next < count) await one(next++);
+    }),
+  );
+}
+
+/** Drops the feed's triggers from a served database (the service made them at start): nothing is recorded. */
+async function dropTriggers(url: string): Promise<void> {
+  const { rows } = await sql(
+    url,
+    "SELECT t.tgname AS name, c.relname AS table FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE NOT t.tgisinternal AND t.tgname LIKE 'restable_changes_%'",
+  );
+  if (rows.length === 0) throw new Error('the service installed no change-feed trigger to drop');
+  for (const row of rows) await sql(url, `DROP TRIGGER "${row.name}" ON "${row.table}"`);
+}
+
+const pgCtl = (...argv: string[]) => asOwner(join(cluster.bin, 'pg_ctl'), ['-D', cluster.data, '-w', '-t', '300', ...argv]);
+
+/**
+ * Serves a fresh copy with the service (under callgrind when `counted`), drops the triggers for
+ * `triggers off`, calls `use`, reads the feed (which sequences every committed change, as the
+ * service's purge does at least once a minute) and stops the service; how many changes were logged.
+ */
+async function serve(variant: Variant, counted: boolean, use: (url: string, pid: number) => Promise<void>): Promise<number> {
+  const name = `feed_run_${variant === 'feed' ? 'on' : 'off'}`;
+  await sql(admin, `DROP DATABASE IF EXISTS ${name}`);
+  await sql(admin, `CREATE DATABASE ${name} TEMPLATE feed_seed`);
+  const port = await freePort();
+  const node = [process.execPath, ...START_ARGV];
+  const [command, ...argv] = counted
+    ? ['valgrind', '--tool=callgrind', '--separate-threads=yes', `--callgrind-out-file=${dumps}/service.%p`, ...node]
+    : node;
+  const env = { PATH: process.env.PATH, DATABASE_URL: urlOf(name), PORT: String(port), LOG_LEVEL: 'warn' };
+  const service = spawn(command as string, argv, { env, stdio: 'ignore' });
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitUntilServing(url, service, 600);
+    if (variant === 'triggers off') await dropTriggers(urlOf(name));
+    await use(url, service.pid as number);
+    const res = await fetch(`${url}/_changes?limit=1`);
+    await res.arrayBuffer();
+    if (res.status !== 200) throw new Error(`GET /_changes: ${res.status}`);
+    return Number((await sql(urlOf(name), 'SELECT count(*) AS n FROM restable_changes')).rows[0].n);
+  } finally {
+    await stopService(service);
+  }
+}
+
+/** PostgreSQL's instructions for `count` writes: every process of a server started under callgrind for them and stopped after. */
+async function postgresRun(variant: Variant, scenario: string, count: number): Promise<number> {
+  await sql(admin, 'SELECT 1'); // the server is up (and the seed made) before it restarts under valgrind
+  pgCtl('stop', '-m', 'fast');
+  collect('postgres.');
+  pgCtl('start', '-p', wrapper, '-l', join(scratch, 'server.log'));
+  let changes: number;
+  try {
+    changes = await serve(variant, false, (url) => write(url, scenario, count, `${variant === 'feed' ? 'on' : 'off'}${count}`));
+  } finally {
+    pgCtl('stop', '-m', 'fast');
+    pgCtl('start', '-l', join(scratch, 'server.log'));
+  }
+  if (variant === 'feed' && changes < count) throw new Error(`${count} writes but ${changes} changes logged`);
+  return sum(collect('postgres.'));
+}
+
+/** The service's instructions per write once warm (WARM_SERVICE writes), over WRITES writes: zeroed and dumped around them. */
+async function serviceRun(variant: Variant, scenario: string): Promise<number> {
+  let total = 0;
+  await serve(variant, true, async (url, pid) => {
+    await write(url, scenario, WARM_SERVICE, 'warm');
+    execFileSync('callgrind_control', ['-z', String(pid)], { stdio: 'ignore' });
+    await write(url, scenario, WRITES, 'counted');
+    execFileSync('callgrind_control', ['-d', String(pid)], { stdio: 'ignore' });
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    // The main thread (the largest count): V8's helper threads do its garbage collection when the timing suits them.
+    total = Math.max(0, ...collect(`service.${pid}.`));
+  });
+  collect('service.');
+  if (!total) throw new Error('callgrind dumped nothing for the service');
+  return total / WRITES;
+}
+
+const k = (n: number) => `${(n / 1000).toFixed(1)}k`;
+const lines: string[] = [];
+try {
+  await seed();
+  for (const scenario of SCENARIOS) {
+    const per = new Map<Variant, { postgres: number; service: number }>();
+    for (const variant of VARIANTS) {
+      const postgres =
+        ONLY === 'service'
+          ? Number.NaN
+          : ((await postgresRun(variant, scenario, WARM + WRITES)) - (await postgresRun(variant, scenario, WARM))) / WRITES;
+      const counted = { postgres, service: ONLY === 'postgres' ? Number.NaN : await serviceRun(variant, scenario) };
+      per.set(variant, counted);
+      process.stderr.write(
+        `${scenario} ${variant}: PostgreSQL ${k(counted.postgres)}, service ${k(counted.service)} instructions per write\n`,
+      );
+    }
+    const on = per.get('feed') as { postgres: number; service: number };
+    const off = per.get('triggers off') as { postgres: number; service: number };
+    // The service does the same work either way (the triggers run inside PostgreSQL): its two counts differ by V8's
+    // compiler and collector only, so their mean is its share of a write in both.
+    const service = (on.service + off.service) / 2;
+    const extra = on.postgres - off.postgres;
+    const pct = (part: number, whole: number) => `${((100 * part) / whole).toFixed(1)} %`;
+    lines.push(
+      `| ${scenario} | ${k(on.postgres)} / ${k(off.postgres)} | +${k(extra)} (+${pct(extra, off.postgres)}) | ${k(on.service)} / ${k(off.service)} | +${pct(extra, off.postgres + service)} |`,
+    );
+  }
+  console.log(
+    `${WRITES} writes counted per variant, ${CONNECTIONS} at a time, on ${ROWS.toLocaleString('en')} users. PostgreSQL: every process of the server, (after ${WARM + WRITES} writes − after ${WARM}) / ${WRITES}, the feed's changes sequenced. The service: its main thread once warm (after ${WARM_SERVICE} writes); the whole write is PostgreSQL's count without the triggers plus the service's mean.`,
+  );
+  console.log(
+    '\n| scenario | PostgreSQL per write (feed / triggers off) | recording, PostgreSQL | service per write (feed / triggers off) | recording, of the whole write |\n|---|---:|---:|---:|---:|',
+  );
+  for (const line of lines) console.log(line);
+} finally {
+  stopCluster({ stateFile });
+  rmSync(scratch, { recursive: true, force: true });
+}
