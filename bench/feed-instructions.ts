@@ -2,14 +2,15 @@
 // seconds) of every PostgreSQL process and of the service, with the feed's triggers and without.
 // PostgreSQL: each run serves a fresh copy of the same users from a server started under valgrind and
 // stopped after N writes; a short run and a long one per variant, so that start-up, shutdown and the
-// connections' first statements cancel out: per write = (long − short) / the writes between them. The
-// feed's changes are sequenced (moved from the pending table into the log) before the end, as the
-// service's purge does at least once a minute, so that cost is counted too. Nobody follows the feed.
+// connections' first statements cancel out: per write = (long − short) / the writes between them. Two
+// endings: the writes alone (nobody follows the feed: the changes wait in the pending table), and the
+// rest of each change's life after them: sequenced (moved from the pending table into the log, as the
+// service's purge does at least once a minute), purged and vacuumed.
 // The service: under valgrind itself, zeroed once warm and dumped after --writes writes; its main thread
 // (V8's helper threads collect garbage when the timing suits them, which moves their counts run to run).
 // Usage: npm run build && tsx bench/feed-instructions.ts [--writes 1500] [--warm 300] [--warm-service 3000]
 //        [--connections 8] [--scenario PATCH|POST] [--only postgres|service] (needs valgrind and Debian's postgresql; makes its own
-//        throwaway server; ~10 min per scenario)
+//        throwaway server; ~12 min per scenario)
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chownSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -157,12 +158,21 @@ async function dropTriggers(url: string): Promise<void> {
 
 const pgCtl = (...argv: string[]) => asOwner(join(cluster.bin, 'pg_ctl'), ['-D', cluster.data, '-w', '-t', '300', ...argv]);
 
+/** What follows the writes in a run: nothing, or the rest of every change's life. */
+type Ending = 'write' | 'life';
+
 /**
  * Serves a fresh copy with the service (under callgrind when `counted`), drops the triggers for
- * `triggers off`, calls `use`, reads the feed (which sequences every committed change, as the
- * service's purge does at least once a minute) and stops the service; how many changes were logged.
+ * `triggers off`, calls `use` and, for `life`, reads the feed (which sequences every committed change,
+ * as the service's purge does at least once a minute), purges it and vacuums (autovacuum is off in a
+ * counted server, so that it runs at the same point of every run); stops the service; how many changes were recorded.
  */
-async function serve(variant: Variant, counted: boolean, use: (url: string, pid: number) => Promise<void>): Promise<number> {
+async function serve(
+  variant: Variant,
+  counted: boolean,
+  ending: Ending,
+  use: (url: string, pid: number) => Promise<void>,
+): Promise<number> {
   const name = `feed_run_${variant === 'feed' ? 'on' : 'off'}`;
   await sql(admin, `DROP DATABASE IF EXISTS ${name}`);
   await sql(admin, `CREATE DATABASE ${name} TEMPLATE feed_seed`);
@@ -178,36 +188,47 @@ async function serve(variant: Variant, counted: boolean, use: (url: string, pid:
     await waitUntilServing(url, service, 600);
     if (variant === 'triggers off') await dropTriggers(urlOf(name));
     await use(url, service.pid as number);
-    const res = await fetch(`${url}/_changes?limit=1`);
-    await res.arrayBuffer();
-    if (res.status !== 200) throw new Error(`GET /_changes: ${res.status}`);
-    return Number((await sql(urlOf(name), 'SELECT count(*) AS n FROM restable_changes')).rows[0].n);
+    const recorded = Number(
+      (await sql(urlOf(name), 'SELECT (SELECT count(*) FROM restable_changes) + (SELECT count(*) FROM restable_changes_pending) AS n'))
+        .rows[0].n,
+    );
+    if (ending === 'life') {
+      const res = await fetch(`${url}/_changes?limit=1`);
+      await res.arrayBuffer();
+      if (res.status !== 200) throw new Error(`GET /_changes: ${res.status}`);
+      await sql(urlOf(name), 'DELETE FROM restable_changes');
+      await sql(urlOf(name), 'VACUUM');
+    }
+    return recorded;
   } finally {
     await stopService(service);
   }
 }
 
-/** PostgreSQL's instructions for `count` writes: every process of a server started under callgrind for them and stopped after. */
-async function postgresRun(variant: Variant, scenario: string, count: number): Promise<number> {
+/**
+ * PostgreSQL's instructions for `count` writes and their `ending`: every process of a server started under
+ * callgrind for them (autovacuum and timed checkpoints off: nothing runs at a moment of its own choosing) and stopped after.
+ */
+async function postgresRun(variant: Variant, scenario: string, count: number, ending: Ending): Promise<number> {
   await sql(admin, 'SELECT 1'); // the server is up (and the seed made) before it restarts under valgrind
   pgCtl('stop', '-m', 'fast');
   collect('postgres.');
-  pgCtl('start', '-p', wrapper, '-l', join(scratch, 'server.log'));
-  let changes: number;
+  pgCtl('start', '-p', wrapper, '-o', '-c autovacuum=off -c checkpoint_timeout=1d', '-l', join(scratch, 'server.log'));
+  let recorded: number;
   try {
-    changes = await serve(variant, false, (url) => write(url, scenario, count, `${variant === 'feed' ? 'on' : 'off'}${count}`));
+    recorded = await serve(variant, false, ending, (url) => write(url, scenario, count, `${variant === 'feed' ? 'on' : 'off'}${count}`));
   } finally {
     pgCtl('stop', '-m', 'fast');
     pgCtl('start', '-l', join(scratch, 'server.log'));
   }
-  if (variant === 'feed' && changes < count) throw new Error(`${count} writes but ${changes} changes logged`);
+  if (variant === 'feed' ? recorded < count : recorded > 0) throw new Error(`${variant}: ${count} writes, ${recorded} changes recorded`);
   return sum(collect('postgres.'));
 }
 
 /** The service's instructions per write once warm (WARM_SERVICE writes), over WRITES writes: zeroed and dumped around them. */
 async function serviceRun(variant: Variant, scenario: string): Promise<number> {
   let total = 0;
-  await serve(variant, true, async (url, pid) => {
+  await serve(variant, true, 'write', async (url, pid) => {
     await write(url, scenario, WARM_SERVICE, 'warm');
     execFileSync('callgrind_control', ['-z', String(pid)], { stdio: 'ignore' });
     await write(url, scenario, WRITES, 'counted');
@@ -222,38 +243,48 @@ async function serviceRun(variant: Variant, scenario: string): Promise<number> {
 }
 
 const k = (n: number) => `${(n / 1000).toFixed(1)}k`;
+const pct = (part: number, whole: number) => `${((100 * part) / whole).toFixed(1)} %`;
+const ENDINGS: Ending[] = ['write', 'life'];
+interface Counted {
+  /** PostgreSQL per write, by ending. */
+  postgres: Record<Ending, number>;
+  service: number;
+}
 const lines: string[] = [];
 try {
   await seed();
   for (const scenario of SCENARIOS) {
-    const per = new Map<Variant, { postgres: number; service: number }>();
+    const per = new Map<Variant, Counted>();
     for (const variant of VARIANTS) {
-      const postgres =
-        ONLY === 'service'
-          ? Number.NaN
-          : ((await postgresRun(variant, scenario, WARM + WRITES)) - (await postgresRun(variant, scenario, WARM))) / WRITES;
+      const postgres = { write: Number.NaN, life: Number.NaN };
+      if (ONLY !== 'service') {
+        for (const ending of ENDINGS) {
+          const long = await postgresRun(variant, scenario, WARM + WRITES, ending);
+          postgres[ending] = (long - (await postgresRun(variant, scenario, WARM, ending))) / WRITES;
+        }
+      }
       const counted = { postgres, service: ONLY === 'postgres' ? Number.NaN : await serviceRun(variant, scenario) };
       per.set(variant, counted);
       process.stderr.write(
-        `${scenario} ${variant}: PostgreSQL ${k(counted.postgres)}, service ${k(counted.service)} instructions per write\n`,
+        `${scenario} ${variant}: PostgreSQL ${k(postgres.write)} (with the rest of the change's life ${k(postgres.life)}), service ${k(counted.service)} instructions per write\n`,
       );
     }
-    const on = per.get('feed') as { postgres: number; service: number };
-    const off = per.get('triggers off') as { postgres: number; service: number };
+    const on = per.get('feed') as Counted;
+    const off = per.get('triggers off') as Counted;
     // The service does the same work either way (the triggers run inside PostgreSQL): its two counts differ by V8's
     // compiler and collector only, so their mean is its share of a write in both.
     const service = (on.service + off.service) / 2;
-    const extra = on.postgres - off.postgres;
-    const pct = (part: number, whole: number) => `${((100 * part) / whole).toFixed(1)} %`;
-    lines.push(
-      `| ${scenario} | ${k(on.postgres)} / ${k(off.postgres)} | +${k(extra)} (+${pct(extra, off.postgres)}) | ${k(on.service)} / ${k(off.service)} | +${pct(extra, off.postgres + service)} |`,
-    );
+    const cells = ENDINGS.map((ending) => {
+      const extra = on.postgres[ending] - off.postgres[ending];
+      return `${k(on.postgres[ending])} / ${k(off.postgres[ending])} | +${k(extra)} (+${pct(extra, off.postgres[ending])}) | +${pct(extra, off.postgres[ending] + service)}`;
+    });
+    lines.push(`| ${scenario} | ${cells.join(' | ')} | ${k(on.service)} / ${k(off.service)} |`);
   }
   console.log(
-    `${WRITES} writes counted per variant, ${CONNECTIONS} at a time, on ${ROWS.toLocaleString('en')} users. PostgreSQL: every process of the server, (after ${WARM + WRITES} writes − after ${WARM}) / ${WRITES}, the feed's changes sequenced. The service: its main thread once warm (after ${WARM_SERVICE} writes); the whole write is PostgreSQL's count without the triggers plus the service's mean.`,
+    `${WRITES} writes counted per variant, ${CONNECTIONS} at a time, on ${ROWS.toLocaleString('en')} users. PostgreSQL: every process of the server, (after ${WARM + WRITES} writes − after ${WARM}) / ${WRITES}; \`write\`: the writes alone (the changes wait in the pending table), \`life\`: then the feed read (sequencing every change), purged and vacuumed. The service: its main thread once warm (after ${WARM_SERVICE} writes). \`of the whole\`: of PostgreSQL's count without the triggers plus the service's mean.`,
   );
   console.log(
-    '\n| scenario | PostgreSQL per write (feed / triggers off) | recording, PostgreSQL | service per write (feed / triggers off) | recording, of the whole write |\n|---|---:|---:|---:|---:|',
+    '\n| scenario | PostgreSQL, write (feed / triggers off) | recording | of the whole | PostgreSQL, life (feed / triggers off) | recording | of the whole | service (feed / triggers off) |\n|---|---:|---:|---:|---:|---:|---:|---:|',
   );
   for (const line of lines) console.log(line);
 } finally {

@@ -319,6 +319,30 @@ migrations('an applied migration edited afterwards is reported as changed (its s
   });
 });
 
+migrations('`migrate` warns about an applied migration edited since it ran, and runs nothing again', async () => {
+  await withTempDir(async (dir) => {
+    const env = { DATABASE_PATH: join(dir, 'edited.db') };
+    assert.is((await runScript('cli/migrate.js', env)).code, 0);
+    // The file that ran is recorded by its sha256: another hash is what an edit of the file looks like.
+    const sqlite = new Database(env.DATABASE_PATH);
+    sqlite
+      .prepare(
+        "UPDATE __drizzle_migrations SET hash = 'edited' WHERE created_at = (SELECT created_at FROM __drizzle_migrations ORDER BY created_at LIMIT 1 OFFSET 1)",
+      )
+      .run();
+    sqlite.close();
+    const again = await runScript('cli/migrate.js', env);
+    assert.is(again.code, 0, again.output);
+    assert.ok(again.output.includes('up to date, nothing to apply'), again.output);
+    assert.ok(
+      again.output.includes(
+        `migrate: warning: 1 applied migration(s) changed since they ran (the file differs from the one that ran; not run again):\n  ${TAGS[1]}\n`,
+      ),
+      again.output,
+    );
+  });
+});
+
 migrations('the service refuses to start, in one line, on a database from a newer version', async () => {
   await withTempDir(async (dir) => {
     const path = join(dir, 'newer.db');

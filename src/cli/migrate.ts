@@ -29,10 +29,15 @@ function printStatus(label: string, { applied, pending, unknown }: MigrationStat
   if (changed.length) console.log(`changed since applied (the file differs from the one that ran):\n${list(changed)}`);
 }
 
-function printApplied(label: string, applied: string[]): void {
+/** What was applied, then (on stderr, as start-up logs it) the applied migrations edited since they ran: none runs again. */
+function printApplied(label: string, applied: string[], changed: string[]): void {
   console.log(
     applied.length ? `${label}: applied ${applied.length} migration(s):\n${list(applied)}` : `${label}: up to date, nothing to apply`,
   );
+  if (changed.length)
+    console.error(
+      `migrate: warning: ${changed.length} applied migration(s) changed since they ran (the file differs from the one that ran; not run again):\n${list(changed)}`,
+    );
 }
 
 /**
@@ -57,7 +62,7 @@ async function migrateSqlite(config: Config, status: boolean): Promise<void> {
     try {
       const { applied, backup } = await applyMigrations(database, undefined, undefined, (sqlite) => installSqlite(sqlite, resources()));
       if (backup) console.log(`backed up ${config.databasePath} to ${backup}`);
-      printApplied(config.databasePath, applied);
+      printApplied(config.databasePath, applied, changedMigrations(database));
     } finally {
       closeDatabase(database);
     }
@@ -78,7 +83,8 @@ async function migratePostgres(url: string, config: Config, status: boolean): Pr
   const database = openPostgres(url, postgresOptions(config));
   try {
     if (status) return printStatus(database.url, await pgMigrationStatus(database), await pgChangedMigrations(database));
-    printApplied(database.url, (await applyPgMigrations(database, undefined, (client) => installPgOn(client, resources()))).applied);
+    const { applied } = await applyPgMigrations(database, undefined, (client) => installPgOn(client, resources()));
+    printApplied(database.url, applied, await pgChangedMigrations(database));
   } catch (error) {
     if (error instanceof MigrationError) throw error;
     // The server is unreachable, or refuses the login: one line, as for a bad configuration.
