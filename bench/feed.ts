@@ -19,7 +19,7 @@ import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { available, load } from './load.js';
-import { freePort, GENERATOR_CORE, pinned, SERVER_CORE, START_ARGV, waitUntilServing } from './processes.js';
+import { freePort, GENERATOR_CORE, pinned, SERVER_CORE, START_ARGV, stop, waitUntilServing } from './processes.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -107,18 +107,6 @@ async function waitForLog(file: string, pattern: RegExp, count: number): Promise
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`${file}: fewer than ${count} lines like ${pattern} after 30 s`);
-}
-
-/** SIGTERM (the service checkpoints, closes its streams and its database), SIGKILL after 15 s. */
-async function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((done) => child.once('exit', done));
-  child.kill('SIGTERM');
-  await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
-  if (child.exitCode === null && child.signalCode === null) {
-    child.kill('SIGKILL');
-    await exited;
-  }
 }
 
 const TICKS = (() => {

@@ -1,5 +1,5 @@
 // What the harnesses share about the servers they start: a free port to give each one, the cores to
-// pin them and their load generator to, and the wait until one serves (bench/run.ts, feed.ts, startup.ts, soak.ts, service.ts).
+// pin them and their load generator to, the wait until one serves and its stop (bench/run.ts, feed.ts, startup.ts, soak.ts, service.ts).
 import { type ChildProcess, execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
@@ -56,4 +56,16 @@ export async function waitUntilServing(url: string, child: ChildProcess, seconds
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`${url} did not start`);
+}
+
+/** SIGTERM (the service checkpoints, closes its streams and its database), SIGKILL after 15 s. */
+export async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((done) => child.once('exit', done));
+  child.kill('SIGTERM');
+  await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
+  if (child.exitCode === null && child.signalCode === null) {
+    child.kill('SIGKILL');
+    await exited;
+  }
 }

@@ -11,7 +11,7 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { available, type LoadResult, type LoadSpec, load } from './load.js';
-import { freePort, GENERATOR_CORE, hasTaskset, pinned, SERVER_CORE, START_ARGV, waitUntilServing } from './processes.js';
+import { freePort, GENERATOR_CORE, hasTaskset, pinned, SERVER_CORE, START_ARGV, stop, waitUntilServing } from './processes.js';
 import { insertRows, migrate } from './rows.js';
 import { makeWideInstall, type WideInstall } from './tables.js';
 
@@ -619,18 +619,6 @@ async function measure(spec: ServerSpec, request: LoadSpec, seedDir: string, scr
     await Promise.all(instances.map(stop));
     if (database) await (postgres as Postgres).drop(database.name);
     rmSync(data, { recursive: true, force: true });
-  }
-}
-
-/** SIGTERM (restable checkpoints and closes its database), SIGKILL after 10 s. */
-async function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
-  if (child.exitCode === null && child.signalCode === null) {
-    child.kill('SIGKILL');
-    await exited;
   }
 }
 

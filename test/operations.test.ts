@@ -1,7 +1,7 @@
 // Operations (issue 6): migrate --status, backups before migrating and while serving, failed
 // migrations that change nothing, downgrade refusal, concurrent first starts, graceful shutdown.
 // All over the tests' pet shop and its migrations, so a user's schema change does not move them.
-import { cpSync, existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
@@ -82,12 +82,7 @@ migrations('a failing migration applies nothing and leaves the database as it wa
     const path = join(dir, 'fail.db');
     const database = openDatabase(path);
     await applyMigrations(database, migrationsCopy(dir, 1));
-    // A row, so that a backup is taken first (and removed with its folder, nothing having been applied).
-    database.sqlite
-      .prepare(
-        "INSERT INTO users (name, email, created_at, updated_at) VALUES ('a', 'a@x.io', '2024-01-01T00:00:00.000Z', '2024-01-01T00:00:00.000Z')",
-      )
-      .run();
+    // The file holds data now (drizzle's bookkeeping row at least): a backup is taken before the next migrations.
     const folder = join(dir, 'migrations');
     const journal = JSON.parse(readFileSync(join(folder, 'meta/_journal.json'), 'utf8'));
     const real = JSON.parse(readFileSync(join(PET_SHOP_MIGRATIONS, 'meta/_journal.json'), 'utf8')).entries[1];
@@ -107,6 +102,11 @@ migrations('a failing migration applies nothing and leaves the database as it wa
     }
     assert.equal(tables(path), before);
     assert.not.ok(existsSync(join(dir, 'backups')), 'the backup taken before, and the folder made for it, are gone');
+    // A backups/ folder that was there before stays, with what it held, and holds no backup of this attempt.
+    mkdirSync(join(dir, 'backups'));
+    writeFileSync(join(dir, 'backups', 'keep.db'), 'an older backup');
+    await applyMigrations(database, folder).catch((error) => assert.instance(error, MigrationError));
+    assert.equal(readdirSync(join(dir, 'backups')), ['keep.db']);
     assert.equal(migrationStatus(database, folder).pending, [TAGS[1], '0002_broken']);
     closeDatabase(database);
   });

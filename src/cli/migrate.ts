@@ -29,7 +29,7 @@ function printStatus(label: string, { applied, pending, unknown }: MigrationStat
   if (changed.length) console.log(`changed since applied (the file differs from the one that ran):\n${list(changed)}`);
 }
 
-/** What was applied, then (on stderr, as start-up logs it) the applied migrations edited since they ran: none runs again. */
+/** What was applied, then a warning (on stderr) naming the applied migrations edited since they ran, as start-up logs them: none runs again. */
 function printApplied(label: string, applied: string[], changed: string[]): void {
   console.log(
     applied.length ? `${label}: applied ${applied.length} migration(s):\n${list(applied)}` : `${label}: up to date, nothing to apply`,

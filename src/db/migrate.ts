@@ -1,6 +1,6 @@
 // Applies the drizzle-kit migrations in migrations/ (found relative to this module, not the cwd): drizzle's files and
 // bookkeeping table, in one IMMEDIATE transaction whose end checks what a table rebuild can break; never generates any.
-import { readFileSync, rmdirSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type Database from 'better-sqlite3';
@@ -262,9 +262,10 @@ export async function applyMigrations(
   if (status.pending.length === 0) return { applied: [] };
   const { sqlite } = handle;
   const destination = backupTo ?? defaultBackupPath(sqlite.name, `before-${status.pending[0]}`);
-  // The default backups/ folder is not left behind empty by a migration that did not happen (rmdir takes only an empty one).
+  // A backups/ folder made for this backup is not left behind by a migration that did not happen (rmdir takes only an empty one).
+  const madeFolder = !existsSync(dirname(destination));
   const dropEmptyFolder = () => {
-    if (backupTo !== undefined) return;
+    if (!madeFolder) return;
     try {
       rmdirSync(dirname(destination));
     } catch {}
