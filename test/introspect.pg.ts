@@ -508,7 +508,7 @@ pgNative('a timestamp key: the feed names the element as its path does, and carr
   );
   // Written by another client, whose session writes dates as the database says (SQL, DMY): the feed spells it the same.
   await run(url, `INSERT INTO "Slot" VALUES ('2024-02-03 04:05:06', 2)`);
-  const more = await service.request('GET', '/_changes?kinds=Slot&since=' + changes.body[0].seq);
+  const more = await service.request('GET', `/_changes?kinds=Slot&since=${changes.body[0].seq}`);
   assert.equal(
     more.body.map((c: { id: unknown; element: unknown }) => [c.id, c.element]),
     [['2024-02-03 04:05:06', { at: '2024-02-03 04:05:06', n: 2 }]],
