@@ -72,13 +72,17 @@ const origins = z
     '* or a comma-separated list of origins: http:// or https://, a host name, an IPv4 address or an IPv6 one in brackets, an optional port (1–65535)',
   );
 
-/** Every variable: its name, default, documentation and parser. The README table mirrors this (test/config.test.ts checks it). */
+/**
+ * Every variable: its name, default, documentation and parser. `doc` is the one text of what a variable is for:
+ * printed with a refusal, and the Meaning column of docs/configuration.md (`npm run docs:config` writes it;
+ * test/config-doc.test.ts fails while the page is not what it writes).
+ */
 export const VARIABLES = {
   port: { env: 'PORT', default: '3000', doc: 'TCP port to listen on (0 picks a free one)', schema: port },
   host: {
     env: 'HOST',
     default: '127.0.0.1',
-    doc: 'interface to bind; the container sets 0.0.0.0',
+    doc: 'interface to bind; the container image sets `0.0.0.0`. A name that resolves to no address stops start-up with one line before the database is opened (also with `WORKERS`); one that resolves but cannot be bound (or a `PORT` in use) after the migrations ran',
     // A blank one would reach the listen call as a name that resolves to nothing.
     schema: z
       .string()
@@ -90,7 +94,7 @@ export const VARIABLES = {
   databasePath: {
     env: 'DATABASE_PATH',
     default: 'data/app.db',
-    doc: 'SQLite file, created with its folder on first start',
+    doc: "SQLite file, created with its folder on first start. `:memory:` is SQLite's in-memory database, lost at exit; with `WORKERS` above 1 it is refused (each worker would have its own)",
     // SQLite opens a temporary database for a blank name, which loses every write at exit; white space at
     // either end would name another file than the one meant. (`:memory:`, asked for by name, is SQLite's own.)
     schema: z
@@ -101,13 +105,13 @@ export const VARIABLES = {
   databaseSynchronous: {
     env: 'DATABASE_SYNCHRONOUS',
     default: 'FULL',
-    doc: 'SQLite synchronous level: FULL (an acknowledged write survives power loss), NORMAL (survives a process crash), OFF or EXTRA',
+    doc: 'SQLite `synchronous` (in capitals): `FULL` (an acknowledged write survives power loss), `NORMAL` (survives a crash of the process; the last commits may be lost if the machine loses power), `OFF`, `EXTRA`',
     schema: z.enum(['OFF', 'NORMAL', 'FULL', 'EXTRA']),
   },
   databaseUrl: {
     env: 'DATABASE_URL',
     default: undefined,
-    doc: 'postgres://user:password@host:port/database to serve from PostgreSQL (15 or newer) instead of SQLite; unset: SQLite at DATABASE_PATH',
+    doc: '`postgres://user:password@host:port/database`: serve from PostgreSQL (15 or newer) instead of SQLite (docs/scaling-out.md); unset: SQLite at `DATABASE_PATH`',
     schema: z
       .string()
       .refine((raw) => /^postgres(ql)?:\/\/./.test(raw) && URL.canParse(raw))
@@ -117,7 +121,7 @@ export const VARIABLES = {
   pgPoolSize: {
     env: 'PG_POOL_SIZE',
     default: '10',
-    doc: "PostgreSQL connections each process may open (processes × instances × this must stay under the server's max_connections)",
+    doc: "PostgreSQL connections each process may open; instances × `WORKERS` × this must stay below the server's `max_connections` (the service does not check it)",
     schema: wholeNumber(1, 1000),
   },
   pgConnectTimeoutMs: {
@@ -129,7 +133,7 @@ export const VARIABLES = {
   pgStatementTimeoutMs: {
     env: 'PG_STATEMENT_TIMEOUT_MS',
     default: '30000',
-    doc: 'PostgreSQL cancels a statement that runs longer (statement_timeout); the request gets a 503',
+    doc: 'PostgreSQL cancels a statement running longer (`statement_timeout`); the request gets a 503',
     schema: positiveInt,
   },
   pgIdleTimeoutMs: {
@@ -141,25 +145,25 @@ export const VARIABLES = {
   maxBodyBytes: {
     env: 'MAX_BODY_BYTES',
     default: '1048576',
-    doc: 'largest accepted request body, in bytes (413 above)',
+    doc: 'largest request body, in bytes (413 above); at most `MAX_BODY_BYTES_IN_FLIGHT`, so a value above 16777216 needs that raised too (else start-up stops)',
     schema: positiveInt,
   },
   maxBulkBodyBytes: {
     env: 'MAX_BULK_BODY_BYTES',
     default: '8388608',
-    doc: 'largest accepted body of a bulk create (a JSON array POSTed to a collection or related path) or of a POST /_batch, in bytes (413 above; a value above MAX_BODY_BYTES_IN_FLIGHT is lowered to it, one below MAX_BODY_BYTES raised to it)',
+    doc: 'largest body of a bulk create (a JSON array POSTed to a collection or related path) or of a `POST /_batch`, in bytes (413 above); a value above `MAX_BODY_BYTES_IN_FLIGHT` is lowered to it, one below `MAX_BODY_BYTES` raised to it',
     schema: positiveInt,
   },
   batchTimeoutMs: {
     env: 'BATCH_TIMEOUT_MS',
     default: '1000',
-    doc: 'longest time a POST /_batch may run inside its transaction (holding the write lock); one still running then is rolled back and answered 422',
+    doc: 'how long a `POST /_batch` may run in its transaction: checked before each operation, a batch past it is rolled back and answered 422 (one operation already running finishes first)',
     schema: positiveInt,
   },
   changesRetentionHours: {
     env: 'CHANGES_RETENTION_HOURS',
     default: '24',
-    doc: 'how long the change feed keeps a change, in hours; older ones are purged and a since before them is a 410',
+    doc: 'how long the change feed keeps a change, in hours; older ones are purged, and a `since` before the oldest kept is a 410',
     schema: z
       .string()
       .regex(/^\d{1,10}(\.\d{1,6})?$/) // leading zeros allowed, as in the whole numbers above
@@ -170,13 +174,13 @@ export const VARIABLES = {
   changesMaxStreams: {
     env: 'CHANGES_MAX_STREAMS',
     default: '1000',
-    doc: 'Server-Sent Events streams of GET /_changes one process holds open at once; past it 503 with Retry-After (streams do not count toward MAX_IN_FLIGHT)',
+    doc: 'Server-Sent Events streams of `GET /_changes` one process holds open at once; past it 503 with `Retry-After` (streams do not count toward `MAX_IN_FLIGHT`)',
     schema: wholeNumber(1, 100000),
   },
   changesStreamBufferBytes: {
     env: 'CHANGES_STREAM_BUFFER_BYTES',
     default: '1048576',
-    doc: 'bytes a change stream may hold unsent for a slow client; past it the stream is closed (the client resumes with Last-Event-ID)',
+    doc: 'bytes a change stream may leave unsent for a slow client: events are written while less than half of it waits, and past it the stream is closed (the client resumes with `Last-Event-ID`)',
     schema: wholeNumber(4096, 2 ** 31 - 1),
   },
   changesHeartbeatMs: {
@@ -185,48 +189,58 @@ export const VARIABLES = {
     doc: 'how often an idle change stream gets a comment line that keeps proxies from closing it',
     schema: wholeNumber(100, 15000),
   },
-  logLevel: { env: 'LOG_LEVEL', default: 'info', doc: 'the level of the log lines written', schema: z.enum(LOG_LEVELS) },
+  logLevel: {
+    env: 'LOG_LEVEL',
+    default: 'info',
+    doc: 'the level of the log lines written (docs/operations.md, "Logs")',
+    schema: z.enum(LOG_LEVELS),
+  },
   authToken: {
     env: 'AUTH_TOKEN',
     default: undefined,
-    doc: 'bearer token for every request but the probes and the documentation; unset: no authentication',
+    doc: 'bearer token required on every path but `/healthz`, `/readyz`, `/openapi.json` and `/docs`; unset: no authentication',
     schema: token,
   },
   authReadToken: {
     env: 'AUTH_READ_TOKEN',
     default: undefined,
-    doc: 'a second bearer token limited to GET, HEAD and OPTIONS (needs AUTH_TOKEN)',
+    doc: 'a second bearer token that may only GET, HEAD and OPTIONS (needs `AUTH_TOKEN`, must differ from it)',
     schema: token,
   },
   corsOrigins: {
     env: 'CORS_ORIGINS',
     default: undefined,
-    doc: 'origins such as https://app.example.com allowed to read answers in a browser; unset: no CORS headers',
+    doc: "origins allowed to read answers in a browser (`https://app.example.com,http://localhost:5173,http://[::1]:3000`), compared with the `Origin` header as browsers write it: so give no port when it is the scheme's default (`https://a.example:443` never matches, browsers send `https://a.example`); case does not matter (browsers write lower case), nor how an IPv6 address is spelled (`[0:0::1]` is taken as `[::1]`); unset: no CORS headers",
     schema: origins,
   },
   headersTimeoutMs: {
     env: 'HEADERS_TIMEOUT_MS',
     default: '10000',
-    doc: 'time a client has to send all request headers (slow-loris guard); unset: 10000, or REQUEST_TIMEOUT_MS when that is less',
+    doc: 'time a client has to send its request headers (slow-loris guard); unset: 10000, or `REQUEST_TIMEOUT_MS` when that is less; at most `REQUEST_TIMEOUT_MS` (a larger value set explicitly stops start-up)',
     schema: positiveInt,
   },
-  requestTimeoutMs: { env: 'REQUEST_TIMEOUT_MS', default: '30000', doc: 'time a client has to send a whole request', schema: positiveInt },
+  requestTimeoutMs: {
+    env: 'REQUEST_TIMEOUT_MS',
+    default: '30000',
+    doc: 'time a client has to send its whole request; `REQUEST_TIMEOUT_MS=5000` alone gives `HEADERS_TIMEOUT_MS` 5000 too',
+    schema: positiveInt,
+  },
   maxInFlight: {
     env: 'MAX_IN_FLIGHT',
     default: '256',
-    doc: 'requests handled at once by one process; past it a request is answered 503 with Retry-After at once',
+    doc: 'requests one process handles at once; past it a request is answered 503 with `Retry-After: 1` at once',
     schema: positiveInt,
   },
   maxBodyBytesInFlight: {
     env: 'MAX_BODY_BYTES_IN_FLIGHT',
     default: '16777216',
-    doc: 'request-body bytes one process holds while reading bodies, counted as they arrive; past it 503',
+    doc: 'request-body bytes one process holds while reading bodies, counted as they arrive; at least `MAX_BODY_BYTES` (else start-up stops; and it bounds `MAX_BULK_BODY_BYTES`); past it 503',
     schema: positiveInt,
   },
   rateLimit: {
     env: 'RATE_LIMIT',
     default: '0',
-    doc: 'requests per client (per token when authenticated, else per address) in each RATE_LIMIT_WINDOW_S; 0: no limit',
+    doc: 'requests per client in each `RATE_LIMIT_WINDOW_S` (per token when authenticated, else per address); `0`: no rate limit',
     schema: wholeNumber(0, 2 ** 31 - 1),
   },
   rateLimitWindowS: {
@@ -238,7 +252,7 @@ export const VARIABLES = {
   workers: {
     env: 'WORKERS',
     default: '1',
-    doc: 'processes serving the same port and database (node:cluster); reads scale with cores',
+    doc: 'processes serving the same port and database file (node:cluster; reads scale with cores): the primary migrates once, forks them, replaces one that dies once the service has served (after 1 s, so a worker that cannot start is not re-forked in a tight loop) and stops them all on SIGTERM; a worker that fails before any has served (a bad `HOST`, a port in use) stops start-up with its one line and exit code 1',
     schema: wholeNumber(1, 64),
   },
   shutdownTimeoutMs: {
@@ -250,7 +264,7 @@ export const VARIABLES = {
   cursorSecret: {
     env: 'CURSOR_SECRET',
     default: undefined,
-    doc: 'key that signs paging cursors, the same for every process serving the database; unset: a random key made once and kept in the database',
+    doc: 'key that signs paging cursors; give every process serving the database the same one. Unset: a random key is made once and kept in the database. Changing it invalidates cursors already handed out',
     schema: z
       .string()
       .regex(/^[\x21-\x7e]{32,}$/)

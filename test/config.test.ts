@@ -1,11 +1,8 @@
-// Unit suite of the configuration (src/config.ts): what each refusal says, the rules between
-// variables, and the README's configuration table against the variables it documents.
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+// Unit suite of the configuration (src/config.ts): what each refusal says and the rules between
+// variables (the page that documents them is checked by config-doc.test.ts).
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { accepted, ConfigError, parseConfig, VARIABLES } from '../src/config.js';
-import { ROOT } from './helpers.js';
 
 /** The message of the ConfigError parseConfig throws for `env`. */
 function refusal(env: Record<string, string>): string {
@@ -154,32 +151,6 @@ test('DATABASE_PATH=:memory: is refused with WORKERS > 1 (each worker would have
   );
   assert.is(parseConfig({ DATABASE_PATH: ':memory:' }).databasePath, ':memory:');
   assert.is(parseConfig({ DATABASE_PATH: ':memory:', WORKERS: '2', DATABASE_URL: 'postgres://h/db' }).workers, 2);
-});
-
-test("the README's configuration table lists every variable with its default and, word for word, what it accepts", () => {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('\n## Configuration\n'), readme.indexOf('\n## Scripts\n'));
-  const rows = new Map<string, string[]>();
-  for (const line of section.split('\n')) {
-    const cells = /^\| `([A-Z_]+)` \|(.*)\|$/.exec(line);
-    if (cells)
-      rows.set(
-        cells[1] as string,
-        (cells[2] as string).split(' | ').map((cell) => cell.trim()),
-      );
-  }
-  assert.equal(
-    [...rows.keys()],
-    Object.values(VARIABLES).map((variable) => variable.env),
-  );
-  for (const variable of Object.values(VARIABLES)) {
-    const [shown, range] = rows.get(variable.env) as string[];
-    assert.ok(
-      shown === (variable.default === undefined ? 'unset' : `\`${variable.default}\``) || shown?.startsWith(`\`${variable.default}\`, `),
-      variable.env,
-    );
-    assert.is(range, accepted(variable.schema), variable.env);
-  }
 });
 
 test.run();
