@@ -108,6 +108,15 @@ export const VARIABLES = {
     doc: 'SQLite `synchronous` (in capitals): `FULL` (an acknowledged write survives power loss), `NORMAL` (survives a crash of the process; the last commits may be lost if the machine loses power), `OFF`, `EXTRA`',
     schema: z.enum(['OFF', 'NORMAL', 'FULL', 'EXTRA']),
   },
+  databaseAdopt: {
+    env: 'DATABASE_ADOPT',
+    default: 'false',
+    doc: "true: migrate and serve a database that holds tables the schema does not declare and none of its migrations, adding the schema's tables beside them; false: such a database is refused at start (npm run introspect serves its own tables)",
+    schema: z
+      .enum(['true', 'false'])
+      .transform((value) => value === 'true')
+      .describe('true or false'),
+  },
   databaseUrl: {
     env: 'DATABASE_URL',
     default: undefined,

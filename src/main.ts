@@ -7,17 +7,20 @@ import { isIPv6 } from 'node:net';
 import type { Logger } from 'pino';
 import { createApp } from './app.js';
 import { type Config, ConfigError, parseConfig, postgresOptions } from './config.js';
+import { refuseForeignPostgres, refuseForeignSqlite } from './db/adopt.js';
 import { closeDatabase, type DatabaseHandle, DatabaseOpenError, openDatabase } from './db/client.js';
 import { applyMigrations, changedMigrations, MigrationError } from './db/migrate.js';
 import { applyPgMigrations, pgChangedMigrations } from './db/pg-migrate.js';
 import { closePostgres, isPostgres, openPostgres, type PostgresHandle } from './db/postgres.js';
 import * as schema from './db/schema.js';
+import { refuseUnwritable } from './db/writable.js';
 import { startRateLimitPrimary } from './load.js';
 import { createLogger } from './logger.js';
 import { createRegistry, type Registry, RegistryError } from './resources.js';
 import { createHttpServer } from './server.js';
 import { loadPostgresStore } from './store/backend.js';
 import { installPgOn, installSqlite } from './store/changes.js';
+import { firstNames, missingFrom, pgColumns, sqliteColumns } from './store/schema-gap.js';
 import { unavailableFrom } from './store/sqlite.js';
 
 /** The port is taken or the host cannot be bound; one line for the user. */
@@ -49,13 +52,28 @@ function warnChanged(logger: Logger, database: string, changed: string[]): void 
   );
 }
 
+/**
+ * Says what the migrations did; when the schema declares tables or columns that the database still lacks
+ * (no migration made them: one was not generated), says that instead of "up to date", in one warning line.
+ */
+function reportMigrated(logger: Logger, fields: Record<string, unknown>, applied: string[], missing: string[]): void {
+  if (applied.length > 0) logger.info({ ...fields, applied }, `applied ${applied.length} migration(s)`);
+  if (missing.length > 0) {
+    logger.warn(
+      { ...fields, missing },
+      `the schema declares what no migration made (${firstNames(missing)}): run npm run db:generate, then restart; until then /readyz answers 503`,
+    );
+  } else if (applied.length === 0) logger.info({ ...fields, applied }, 'database is up to date');
+}
+
 /** Connects to PostgreSQL and applies its pending migrations (one instance at a time: an advisory lock). */
 async function migratePostgres(url: string, config: Config, logger: Logger, registry: Registry): Promise<PostgresHandle> {
   const database = openPostgres(url, postgresOptions(config));
   try {
+    await refuseForeignPostgres(database, registry.resources, config.databaseAdopt);
     const { applied } = await applyPgMigrations(database, undefined, (client) => installPgOn(client, registry.resources));
     await loadPostgresStore(database);
-    logger.info({ database: database.url, applied }, applied.length ? `applied ${applied.length} migration(s)` : 'database is up to date');
+    reportMigrated(logger, { database: database.url }, applied, missingFrom(registry.resources, await pgColumns(database.pool)));
     warnChanged(logger, database.url, await pgChangedMigrations(database));
     return database;
   } catch (error) {
@@ -67,19 +85,22 @@ async function migratePostgres(url: string, config: Config, logger: Logger, regi
 
 /**
  * Opens the database and applies pending migrations, logging what was applied; the change feed's
- * triggers are made in the migrations' transaction (on the tables they made, too).
+ * triggers are made in the migrations' transaction (on the tables they made, too). Refuses first a
+ * database of other tables that this schema never migrated (DATABASE_ADOPT), and a SQLite file or
+ * folder this process cannot write.
  */
 async function migrate(config: Config, logger: Logger, registry: Registry): Promise<Database> {
   if (config.databaseUrl) return migratePostgres(config.databaseUrl, config, logger, registry);
+  // Before the file is opened: opening turns it to WAL, and a refused file is left as it was.
+  refuseForeignSqlite(config.databasePath, registry.resources, config.databaseAdopt);
+  refuseUnwritable(config.databasePath);
   const database = openDatabase(config.databasePath, config.databaseSynchronous);
   try {
     const { applied, backup } = await applyMigrations(database, undefined, undefined, (sqlite) =>
       installSqlite(sqlite, registry.resources),
     );
-    logger.info(
-      { database: config.databasePath, applied, backup },
-      applied.length ? `applied ${applied.length} migration(s)` : 'database is up to date',
-    );
+    const missing = missingFrom(registry.resources, sqliteColumns(database.sqlite, registry.resources));
+    reportMigrated(logger, { database: config.databasePath, backup }, applied, missing);
     warnChanged(logger, config.databasePath, changedMigrations(database));
     return database;
   } catch (error) {
@@ -89,13 +110,20 @@ async function migrate(config: Config, logger: Logger, registry: Registry): Prom
 }
 
 /**
+ * Why HOST could not be looked up: no name server answered (EAI_AGAIN: offline, or DNS not up yet), which
+ * says nothing of HOST itself, or the answer was that it names no address (ENOTFOUND).
+ */
+const unresolved = (code: string | undefined) =>
+  code === 'EAI_AGAIN' ? 'no name server answered for HOST: check the network, or give HOST as an IP address' : 'HOST names no address';
+
+/**
  * What is refused before any database is opened, migrated or backed up (by one process, or by the
  * cluster primary before it forks): a HOST that names no address, and a schema the service cannot
  * serve (colliding routes, a table named like a service path). Returns the schema's registry.
  */
 async function checkBeforeMigrating(config: Config): Promise<Registry> {
   await lookup(config.host).catch((error: NodeJS.ErrnoException) => {
-    throw new ListenError(`cannot listen on ${hostPort(config)}: ${error.code ?? error.message} (HOST names no address)`);
+    throw new ListenError(`cannot listen on ${hostPort(config)}: ${error.code ?? error.message} (${unresolved(error.code)})`);
   });
   return createRegistry(schema);
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Container smoke test (npm run test:container): builds the image, runs it on a volume, creates an
-# element, restarts, reads it back, checks the user, the health check, a one-off migrate and that
-# `docker stop` ends it with exit code 0 well within the stop timeout. Needs a Docker engine
+# element, restarts, reads it back, checks the user, the health check, a one-off migrate, that
+# `docker stop` ends it with exit code 0 well within the stop timeout, and the line for an unwritable bind mount. Needs a Docker engine
 # (on machines without a registry: ../shared/tools/docker-offline up). Ends with a summary line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -80,5 +80,22 @@ check "a one-off 'npm run migrate' runs against the volume" grep -q 'up to date,
 docker run --rm --network host -v "$volume:/app/data" "$image" npm run migrate -- --status >"$work/status.log" 2>&1
 migrations=$(node -p "require('./migrations/meta/_journal.json').entries.length")
 check "'npm run migrate -- --status' lists the applied migrations" grep -q "$migrations applied, 0 pending" "$work/status.log"
+
+# A host folder mounted as /app/data that the image's node user (1000:1000) cannot write, as one made by
+# root is: start-up stops with one line saying which folder, which uid:gid, and how to fix it.
+bind_refused() {
+  local host="$work/host-data"
+  mkdir -p "$host" && chmod 755 "$host"
+  if [ "$(stat -c %u "$host")" = 1000 ]; then
+    echo "        skipped: the folder is owned by uid 1000 here, so the node user may write it"
+    return 0
+  fi
+  docker run --rm --network host -e PORT="$port" -v "$host:/app/data" "$image" >"$work/bind.log" 2>&1
+  local code=$?
+  sed 's/^/        log: /' "$work/bind.log"
+  [ "$code" = 1 ] && [ "$(wc -l <"$work/bind.log")" = 1 ] &&
+    grep -q '^restable: cannot write the database /app/data/app.db: the folder /app/data is not writable by this process (uid:gid 1000:1000); .*chown -R 1000:1000 <the host folder>, or run the container with --user \$(id -u):\$(id -g), or use a named volume)$' "$work/bind.log"
+}
+check "a host folder the node user cannot write stops start-up in one line naming 1000:1000 and the fixes" bind_refused
 
 summary

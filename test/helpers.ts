@@ -367,9 +367,12 @@ function installPetShop(): Promise<string> {
   return petShopInstall;
 }
 
-/** Spawns the real compiled entry point (dist/main.js, serving the pet shop) and waits until it listens. */
-export async function spawnService(env: Record<string, string>): Promise<Process> {
-  const child = start('main.js', await installPetShop(), env);
+/**
+ * Spawns the real compiled entry point (dist/main.js, serving the pet shop, or what `install` holds: see
+ * installPetShopWith) and waits until it listens.
+ */
+export async function spawnService(env: Record<string, string>, install?: string): Promise<Process> {
+  const child = start('main.js', install ?? (await installPetShop()), env);
   let output = '';
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {

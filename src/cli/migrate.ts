@@ -6,11 +6,13 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { type Config, ConfigError, parseConfig, postgresOptions } from '../config.js';
+import { refuseForeignPostgres, refuseForeignSqlite } from '../db/adopt.js';
 import { closeDatabase, DatabaseOpenError, openDatabase } from '../db/client.js';
 import { applyMigrations, changedMigrations, MigrationError, type MigrationStatus, migrationStatus } from '../db/migrate.js';
 import { applyPgMigrations, pgChangedMigrations, pgMigrationStatus } from '../db/pg-migrate.js';
 import { closePostgres, openPostgres } from '../db/postgres.js';
 import * as schema from '../db/schema.js';
+import { refuseUnwritable } from '../db/writable.js';
 import { createRegistry } from '../resources.js';
 import { installPgOn, installSqlite } from '../store/changes.js';
 
@@ -58,6 +60,8 @@ function sqliteStatus(path: string): void {
 async function migrateSqlite(config: Config, status: boolean): Promise<void> {
   try {
     if (status) return sqliteStatus(config.databasePath);
+    refuseForeignSqlite(config.databasePath, resources(), config.databaseAdopt);
+    refuseUnwritable(config.databasePath);
     const database = openDatabase(config.databasePath, config.databaseSynchronous);
     try {
       const { applied, backup } = await applyMigrations(database, undefined, undefined, (sqlite) => installSqlite(sqlite, resources()));
@@ -83,6 +87,7 @@ async function migratePostgres(url: string, config: Config, status: boolean): Pr
   const database = openPostgres(url, postgresOptions(config));
   try {
     if (status) return printStatus(database.url, await pgMigrationStatus(database), await pgChangedMigrations(database));
+    await refuseForeignPostgres(database, resources(), config.databaseAdopt);
     const { applied } = await applyPgMigrations(database, undefined, (client) => installPgOn(client, resources()));
     printApplied(database.url, applied, await pgChangedMigrations(database));
   } catch (error) {

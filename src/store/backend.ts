@@ -13,6 +13,7 @@ import { onFirstUse } from '../first-use.js';
 import type { Resource } from '../resources.js';
 import { pgSchemaAheadFrom, pgUnavailableFrom } from './pg-errors.js';
 import type * as PostgresStore from './postgres.js';
+import { firstNames, missingFrom, pgColumns, sqliteColumns } from './schema-gap.js';
 import { createSqliteStore, DAMAGED, schemaAheadFrom, unavailableFrom } from './sqlite.js';
 import { type MaybePromise, refusals, type Store, then } from './store.js';
 
@@ -48,10 +49,7 @@ function sqliteBackend(database: DatabaseHandle, { resources, config, migrations
     if (cause instanceof Error && !DAMAGED.test(cause.code ?? '')) writeFailure = cause.message;
     return found ?? schemaAheadFrom(error);
   };
-  const schemaAhead = schemaCheck(resources, () => {
-    const columnsOf = database.sqlite.prepare('SELECT name FROM pragma_table_xinfo(?)').pluck();
-    return resources.flatMap((r) => (columnsOf.all(r.name) as string[]).map((c) => `${r.name}.${c}`));
-  });
+  const schemaAhead = schemaCheck(resources, () => sqliteColumns(database.sqlite, resources));
   const readKey = onFirstUse(() => readCursorKey(database.db, config.cursorSecret));
   const replaced = replacedFileCheck(database);
   try {
@@ -110,12 +108,7 @@ function postgresBackend(
       key = read;
     });
   const store = createPostgresStore(handle, resources, toPgTables({ ...schema, ...internalSchema }, types));
-  const schemaAhead = schemaCheck(resources, async () => {
-    const { rows } = await handle.pool.query(
-      'SELECT table_name AS t, column_name AS c FROM information_schema.columns WHERE table_schema = current_schema()',
-    );
-    return rows.map((r: { t: string; c: string }) => `${r.t}.${r.c}`);
-  });
+  const schemaAhead = schemaCheck(resources, () => pgColumns(handle.pool));
   return {
     store,
     isOpen: () => !handle.pool.ending,
@@ -151,24 +144,17 @@ const SCHEMA_RECHECK_MS = 5000;
  * database's `table.column` names: the reason when it does not (a few named), else undefined. Once
  * everything was there, the database is read again at most every SCHEMA_RECHECK_MS.
  */
-function schemaCheck(resources: readonly Resource[], columns: () => MaybePromise<string[]>): () => MaybePromise<string | undefined> {
+function schemaCheck(resources: readonly Resource[], columns: () => MaybePromise<Set<string>>): () => MaybePromise<string | undefined> {
   let fits = false;
   let checkedAt = 0;
   return () => {
     if (fits && performance.now() - checkedAt < SCHEMA_RECHECK_MS) return undefined;
     checkedAt = performance.now();
-    return then(columns(), (names) => {
-      const present = new Set(names);
-      const missing: string[] = [];
-      for (const resource of resources) {
-        const absent = resource.fields.filter((f) => !present.has(`${resource.name}.${f.column.name}`));
-        if (absent.length === resource.fields.length) missing.push(resource.name);
-        else for (const field of absent) missing.push(`${resource.name}.${field.column.name}`);
-      }
+    return then(columns(), (present) => {
+      const missing = missingFrom(resources, present);
       fits = missing.length === 0;
       if (fits) return undefined;
-      const named = missing.slice(0, 5).join(', ') + (missing.length > 5 ? ` and ${missing.length - 5} more` : '');
-      return `the schema declares what no applied migration made (${named}): run npm run db:generate, then npm run migrate`;
+      return `the schema declares what no applied migration made (${firstNames(missing)}): run npm run db:generate, then npm run migrate`;
     });
   };
 }
