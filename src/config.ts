@@ -82,7 +82,7 @@ export const VARIABLES = {
   host: {
     env: 'HOST',
     default: '127.0.0.1',
-    doc: 'interface to bind; the container image sets `0.0.0.0`. A name that resolves to no address stops start-up with one line before the database is opened (also with `WORKERS`); one that resolves but cannot be bound (or a `PORT` in use) after the migrations ran',
+    doc: 'interface to bind; the container image sets `0.0.0.0`. A name that resolves to no address stops start-up with one line before the database is opened (also with `WORKERS`); one that resolves but cannot be bound (or a `PORT` in use) after the migrations ran. When no name server answers (offline: `EAI_AGAIN`), the line says so and suggests an IP address',
     // A blank one would reach the listen call as a name that resolves to nothing.
     schema: z
       .string()
