@@ -49,7 +49,7 @@ export interface Endpoint {
   resource?: Resource;
   /** The media type of its answers (for 406); application/json unless said otherwise. */
   produces?: string;
-  /** False for files served as they are (the docs' assets): any Accept gets them, as before routing existed. */
+  /** False for files served as they are (the docs' assets: any Accept gets them) and pages that negotiate themselves (/docs). */
   negotiates?: boolean;
   /** Whether GET (and HEAD) take the list query language of API.md §5; any other parameter is a 400. */
   lists?: boolean;
