@@ -689,7 +689,7 @@ function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<strin
         },
         headers: {
           type: 'object',
-          description: `only ${BATCH_HEADERS.join(' and ')}`,
+          description: `only ${BATCH_HEADERS.join(', ')}, names in any letter case. Content-Type, as alone: application/json (charset=utf-8 if a charset is named), or on a PATCH application/merge-patch+json too; any other is that operation's 415. Without it an operation's body is application/json`,
           // Header names in any letter case, as HTTP reads them (`if-match` too).
           propertyNames: { pattern: `^(${BATCH_HEADERS.map(anyCase).join('|')})$` },
           additionalProperties: { type: 'string' },
