@@ -5,6 +5,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { checkContract } from '../src/contract/checker.js';
 import { createRegistry, type Resource } from '../src/resources.js';
+import { namedChecksSuite } from './checks.helpers.js';
 import { type Reply, type Service, startService, walkList } from './helpers.js';
 import { checksums, introspectFixture, type Run } from './music-store.js';
 import {
@@ -757,3 +758,5 @@ checked('a refusal names the rule it breaks, and the field when the rule is abou
 });
 
 checked.run();
+
+namedChecksSuite('CHECKs declared by name in the schema (SQLite)');
