@@ -170,7 +170,7 @@ function customSchemaOf({ column }: Field): Json | undefined {
   const custom = customKindOf(column);
   if (custom === 'bytes') return { type: 'string', contentEncoding: 'base64' };
   if (custom === 'untyped') return { type: ['string', 'number'] };
-  if (custom === 'integer') return integerSchema();
+  if (custom === 'integer' || custom === 'booleanInteger') return integerSchema();
   // Text as stored (drizzle-zod describes a custom type as anything).
   if (custom === 'dateText') return { type: 'string' };
   // A timestamp kept as a number (integer({ mode: 'timestamp' | 'timestamp_ms' })): served as its ISO 8601 text.
