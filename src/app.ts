@@ -13,11 +13,11 @@ import { createCursorCodec } from './cursor.js';
 import type { DatabaseHandle } from './db/client.js';
 import type { PostgresHandle } from './db/postgres.js';
 import * as defaultSchema from './db/schema.js';
-import { DOCS_CSP, DOCS_HTML, docsEndpoints } from './docs.js';
+import { docsEndpoints, serveDocsPage } from './docs.js';
 import { ApiError, nothingServedAt, toProblem } from './errors.js';
 import { onFirstUse } from './first-use.js';
 import { createGuards, type IdentifiedResponse } from './guards.js';
-import { type JsonResponse, send, sendJson, sendProblem, sendText } from './http.js';
+import { type JsonResponse, send, sendJson, sendProblem } from './http.js';
 import { createRequestLogger } from './logger.js';
 import { toOpenApi } from './openapi.js';
 import { normalizeTarget } from './protocol.js';
@@ -76,7 +76,7 @@ function serviceEndpoint(
   get: (req: Request, res: Response) => void,
   produces = 'application/json',
   body?: Record<string, unknown>,
-): Endpoint & { summary: string; produces: string; body?: Record<string, unknown> } {
+): Endpoint & { summary: string; produces: string; body?: Record<string, unknown>; alternatives?: readonly string[] } {
   return { path, methods: READ_METHODS, handlers: { GET: get }, produces, summary, ...(body && { body }) };
 }
 
@@ -147,12 +147,16 @@ export function createApp({
       statusBody('ready'),
     ),
     serviceEndpoint('/openapi.json', 'This OpenAPI 3.1 document', (_req, res) => send(res, openapiDocument())),
-    serviceEndpoint(
-      '/docs',
-      'The API reference for people (HTML)',
-      (_req, res) => sendText(res, 'text/html', DOCS_HTML, { 'Content-Security-Policy': DOCS_CSP }),
-      'text/html',
-    ),
+    {
+      ...serviceEndpoint(
+        '/docs',
+        'The API reference for people (HTML); a client that does not ask for HTML (curl) gets a text/plain pointer to /openapi.json',
+        serveDocsPage,
+        'text/html',
+      ),
+      negotiates: false, // serveDocsPage answers text/plain too
+      alternatives: ['text/plain'],
+    },
   ];
   /** Tickets sign with the cursor key: any instance serving the database accepts them. */
   const feed = changesEndpoints({

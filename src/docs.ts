@@ -7,6 +7,7 @@ import sirv from 'sirv';
 import type { Endpoint } from './api/compile.js';
 import { evaluatePreconditions } from './conditional.js';
 import { CHANGES_PAGE, changesPageEndpoints } from './docs/changes-page.js';
+import { pageOrPointer } from './docs/pointer.js';
 import { nothingServedAt } from './errors.js';
 import { sendEmpty, sendText } from './http.js';
 import { READ_METHODS } from './resources.js';
@@ -40,8 +41,53 @@ export const DOCS_HTML = `<!doctype html>
 </html>
 `;
 
-/** Started by the page (a file, not inline, so the CSP needs no 'unsafe-inline' for scripts). */
-const DOCS_INIT = `window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', deepLinking: true });\n`;
+/** The Swagger UI group that gathers every path's HEAD and OPTIONS (they would double the page's length). */
+export const QUIET_GROUP = 'HEAD and OPTIONS';
+
+/**
+ * Started by the page (a file, not inline, so the CSP needs no 'unsafe-inline' for scripts). Its plugin
+ * moves HEAD and OPTIONS out of each kind's group into one group at the end, shown closed: the
+ * document keeps them (every route is documented), the page shows each kind's own operations first.
+ * It wraps Swagger UI's `taggedOperations` selector, the one its list of groups is drawn from.
+ */
+const DOCS_INIT = `'use strict';
+(function () {
+  var GROUP = ${JSON.stringify(QUIET_GROUP)};
+  var QUIET = { head: true, options: true };
+  function regroup(tags, Im) {
+    var moved = [];
+    var kept = tags
+      .map(function (tag) {
+        return tag.update('operations', function (operations) {
+          return operations.filter(function (operation) {
+            if (!QUIET[operation.get('method')]) return true;
+            moved.push(operation);
+            return false;
+          });
+        });
+      })
+      .filter(function (tag) { return tag.get('operations').size > 0; });
+    if (moved.length === 0) return kept;
+    var details = Im.Map({ name: GROUP, description: 'HEAD answers as GET does, without a body; OPTIONS answers 204 with Allow. Every path has them.' });
+    return kept.set(GROUP, Im.Map({ tagDetails: details, operations: Im.List(moved) }));
+  }
+  function QuietMethods() {
+    return {
+      afterLoad: function (system) { system.layoutActions.show(['operations-tag', GROUP], false); },
+      statePlugins: {
+        spec: {
+          wrapSelectors: {
+            taggedOperations: function (original, system) {
+              return function () { return regroup(original.apply(null, arguments), system.getSystem().Im); };
+            },
+          },
+        },
+      },
+    };
+  }
+  window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', deepLinking: true, plugins: [QuietMethods] });
+})();
+`;
 
 /** How long (seconds) a browser may keep a documentation file before it asks again. */
 const ASSET_MAX_AGE = 3600;
@@ -112,3 +158,20 @@ export function docsEndpoints(): Endpoint[] {
     ),
   ];
 }
+
+/** Where the HTTP API reference is kept, for people reading /docs from a terminal. */
+export const REFERENCE_PAGE = 'docs/http-api.md';
+
+/** What /docs tells a terminal. */
+export const docsPointer = (origin: string): string => `restable API reference
+
+${origin}/docs is the HTML reference for browsers (Swagger UI): open it in one.
+From a terminal, read the OpenAPI 3.1 document it shows:
+
+  curl ${origin}/openapi.json
+
+The HTTP API reference (routes, representations, query language, errors) is ${REFERENCE_PAGE} in the repository.
+`;
+
+/** The /docs page: Swagger UI for a browser, a pointer to /openapi.json for a terminal. */
+export const serveDocsPage = pageOrPointer(DOCS_HTML, { 'Content-Security-Policy': DOCS_CSP }, docsPointer);

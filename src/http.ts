@@ -67,6 +67,20 @@ function mediaTypeOf(req: IncomingMessage): { type: string; charset?: string } |
 }
 
 /**
+ * Refuses a request whose Content-Type is not one of `accepted` (UTF-8, if it names a charset), with the
+ * header that lists those (Accept-Post, Accept-Patch). A batch operation's Content-Type is held to it too.
+ * @throws 415 @see https://www.rfc-editor.org/rfc/rfc9110#section-15.5.16
+ */
+export function checkMediaType(req: IncomingMessage, accepted: readonly string[]): void {
+  const media = mediaTypeOf(req);
+  if (!media || !accepted.includes(media.type) || (media.charset && media.charset.toLowerCase() !== 'utf-8')) {
+    throw new ApiError('unsupportedMediaType', `The request body must be ${accepted.join(' or ')} (UTF-8).`, {
+      headers: ADVERTISE[req.method ?? ''] ? { [ADVERTISE[req.method ?? ''] as string]: accepted.join(', ') } : {},
+    });
+  }
+}
+
+/**
  * Reads a JSON request body whose media type is one of `accepted`, checked by checkJsonDocument
  * before anything walks it (bounded nesting, well-formed Unicode).
  * `arrayLimit`: the larger bound of a JSON array (a bulk create); any other document stays within `limit`.
@@ -82,12 +96,7 @@ export async function readJson(
   accepted: readonly string[],
   { arrayLimit = limit, levels = MAX_JSON_DEPTH, envelope = false }: { arrayLimit?: number; levels?: number; envelope?: boolean } = {},
 ): Promise<unknown> {
-  const media = mediaTypeOf(req);
-  if (!media || !accepted.includes(media.type) || (media.charset && media.charset.toLowerCase() !== 'utf-8')) {
-    throw new ApiError('unsupportedMediaType', `The request body must be ${accepted.join(' or ')} (UTF-8).`, {
-      headers: ADVERTISE[req.method ?? ''] ? { [ADVERTISE[req.method ?? ''] as string]: accepted.join(', ') } : {},
-    });
-  }
+  checkMediaType(req, accepted);
   const coding = req.headers['content-encoding'];
   if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
     // Bodies are read as sent; a compressed one would be parsed as garbage. @see RFC 9110 §15.5.16

@@ -45,7 +45,20 @@ export interface OpenApiOptions {
   /** Whether the per-client rate limit is on (adds 429 wherever it applies: every path but the probes). */
   rateLimit?: boolean;
   /** The service's own endpoints (index, health, docs) with their methods. */
-  services?: { path: string; methods: readonly Method[]; summary: string; produces: string; body?: Json }[];
+  services?: ServiceEndpoint[];
+}
+
+/**
+ * A service endpoint as the document describes it: `body` is the JSON Schema of its GET's answer;
+ * `alternatives` the other media types GET answers, as its handler negotiates them (text bodies).
+ */
+export interface ServiceEndpoint {
+  path: string;
+  methods: readonly Method[];
+  summary: string;
+  produces: string;
+  body?: Json;
+  alternatives?: readonly string[];
 }
 
 /**
@@ -113,7 +126,7 @@ function relatedCreateSchema(schema: Json, field: string, parent: string): Json 
   const properties = { ...(schema.properties as Record<string, Json>) };
   properties[field] = {
     ...withoutNull(properties[field] ?? {}),
-    description: `Optional: the path's ${parent} id supplies it; if present it must equal that id (else 422).`,
+    description: `Optional: the id in the path (a key of ${parent}) supplies it; if present it must equal that id (else 422).`,
   };
   const required = ((schema.required as string[] | undefined) ?? []).filter((key) => key !== field);
   const { required: _, ...rest } = schema;
@@ -157,7 +170,7 @@ function customSchemaOf({ column }: Field): Json | undefined {
   const custom = customKindOf(column);
   if (custom === 'bytes') return { type: 'string', contentEncoding: 'base64' };
   if (custom === 'untyped') return { type: ['string', 'number'] };
-  if (custom === 'integer') return integerSchema();
+  if (custom === 'integer' || custom === 'booleanInteger') return integerSchema();
   // Text as stored (drizzle-zod describes a custom type as anything).
   if (custom === 'dateText') return { type: 'string' };
   // A timestamp kept as a number (integer({ mode: 'timestamp' | 'timestamp_ms' })): served as its ISO 8601 text.
@@ -475,14 +488,15 @@ function operation(route: Route, method: Method, options: OpenApiOptions, lists:
   switch (method) {
     case 'GET':
     case 'HEAD': {
+      const headOnly = method === 'HEAD' ? ' (headers only)' : '';
       const ok = list
         ? {
-            description: `A page of ${resource.name}`,
+            description: `A page of the elements of ${resource.name}`,
             headers: { Link: ref('headers', 'Link'), 'X-Total-Count': ref('headers', 'X-Total-Count') },
             content: json({ type: 'array', items: element }),
           }
         : {
-            description: `The ${resource.name} element`,
+            description: `The element of ${resource.name}`,
             headers: { ETag: ref('headers', 'ETag') },
             content: json(element),
           };
@@ -490,8 +504,8 @@ function operation(route: Route, method: Method, options: OpenApiOptions, lists:
         ...base,
         operationId: `${method === 'GET' ? (list ? 'list' : 'get') : 'head'}_${name}${list ? '' : '_element'}`,
         summary: list
-          ? `List ${resource.name}${relation ? ` of one ${relation.parent.name} element` : ''}`
-          : `Get one ${resource.name} element`,
+          ? `List the elements of ${resource.name}${relation ? ` whose ${relation.field} names the path's element of ${relation.parent.name}` : ''}${headOnly}`
+          : `Get one element of ${resource.name}${headOnly}`,
         parameters: [
           ...idParam,
           ...(list
@@ -514,7 +528,7 @@ function operation(route: Route, method: Method, options: OpenApiOptions, lists:
       return {
         ...base,
         operationId: `create_${name}`,
-        summary: `Create a ${resource.name} element${relation ? ` with ${relation.field} from the path` : ''}`,
+        summary: `Create an element of ${resource.name}${relation ? ` with ${relation.field} from the path` : ''}`,
         parameters: [...idParam, ref('parameters', 'Idempotency-Key')],
         requestBody: {
           required: true,
@@ -548,7 +562,7 @@ function operation(route: Route, method: Method, options: OpenApiOptions, lists:
       return {
         ...base,
         operationId: `${method === 'PUT' ? 'replace' : 'patch'}_${name}`,
-        summary: method === 'PUT' ? `Replace a ${resource.name} element` : `Merge-patch a ${resource.name} element`,
+        summary: `${method === 'PUT' ? 'Replace' : 'Merge-patch'} an element of ${resource.name}`,
         parameters: [...idParam, ref('parameters', 'If-Match'), ref('parameters', 'If-None-Match')],
         requestBody: {
           required: true,
@@ -579,7 +593,7 @@ function operation(route: Route, method: Method, options: OpenApiOptions, lists:
       return {
         ...base,
         operationId: `delete_${name}`,
-        summary: `Delete a ${resource.name} element`,
+        summary: `Delete an element of ${resource.name}`,
         parameters: [...idParam, ref('parameters', 'If-Match'), ref('parameters', 'If-None-Match')],
         responses: { 204: noBody('Deleted'), ...errors('BadRequest', 'NotFound', 'Conflict', 'PreconditionFailed', 'Error') },
       };
@@ -601,7 +615,8 @@ function operation(route: Route, method: Method, options: OpenApiOptions, lists:
  * Accept from the declared responses, and one with only problem+json to choose from gets a 406.
  * The probes and the documentation stay open when authentication is on (OPEN_PATHS in src/resources.ts).
  */
-function serviceOperation(path: string, method: Method, summary: string, produces: string, options: OpenApiOptions, body?: Json): Json {
+function serviceOperation(service: ServiceEndpoint, method: Method, options: OpenApiOptions): Json {
+  const { path, summary, produces, body, alternatives = [] } = service;
   const id = path === '/' ? 'index' : path.replace(/[^a-z]/g, '');
   const open = OPEN_PATHS.has(path);
   const auth = options.auth ? (open ? { security: [] } : {}) : {};
@@ -630,7 +645,10 @@ function serviceOperation(path: string, method: Method, summary: string, produce
     summary,
     ...auth,
     responses: {
-      200: { description: summary, content: { [produces]: { schema } } },
+      200: {
+        description: summary,
+        content: { [produces]: { schema }, ...Object.fromEntries(alternatives.map((type) => [type, { schema: { type: 'string' } }])) },
+      },
       400: ref('responses', 'BadRequest'),
       ...guardAnswers,
       405: ref('responses', 'MethodNotAllowed'),
@@ -671,7 +689,7 @@ function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<strin
         },
         headers: {
           type: 'object',
-          description: `only ${BATCH_HEADERS.join(' and ')}`,
+          description: `only ${BATCH_HEADERS.join(', ')}, names in any letter case. Content-Type, as alone: application/json (charset=utf-8 if a charset is named), or on a PATCH application/merge-patch+json too; any other is that operation's 415. Without it an operation's body is application/json`,
           // Header names in any letter case, as HTTP reads them (`if-match` too).
           propertyNames: { pattern: `^(${BATCH_HEADERS.map(anyCase).join('|')})$` },
           additionalProperties: { type: 'string' },
@@ -1021,12 +1039,9 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
   const paths: Record<string, Json> = {};
   // The change feed's paths have operations of their own; every other service path is a plain GET.
   const feed = changesPaths(registry, options);
-  for (const { path, methods, summary, produces, body } of options.services ?? []) {
-    paths[path] = Object.fromEntries(
-      methods.map((m) => [
-        m.toLowerCase(),
-        feed.paths[path]?.[m.toLowerCase()] ?? serviceOperation(path, m, summary, produces, options, body),
-      ]),
+  for (const service of options.services ?? []) {
+    paths[service.path] = Object.fromEntries(
+      service.methods.map((m) => [m.toLowerCase(), feed.paths[service.path]?.[m.toLowerCase()] ?? serviceOperation(service, m, options)]),
     );
   }
   const withFeed = CHANGES_PATH in paths || TICKET_PATH in paths;
@@ -1105,8 +1120,8 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
       in: 'path',
       required: true,
       description: composite
-        ? `the ${resource.name} key: ${resource.key.map((f) => f.key).join(', ')}, in this order, joined by "," (a "," or "%" in a value percent-encoded)`
-        : `the ${resource.name} key`,
+        ? `the key of an element of ${resource.name}: ${resource.key.map((f) => f.key).join(', ')}, in this order, joined by "," (a "," or "%" in a value percent-encoded)`
+        : `the key of an element of ${resource.name}`,
       // A composite key is a list of the key's values, serialized as OpenAPI's simple style writes an array: joined
       // by ",", each value percent-encoded (a client that encoded the whole string would encode the commas too).
       ...(composite

@@ -324,6 +324,63 @@ export function keepsNumericText(text: string): boolean {
   return CANONICAL_INTEGER.test(text) && Number.isSafeInteger(Number(text));
 }
 
+/** A SQLite BOOLEAN column's value: the integer it holds, or a JSON true/false as 1/0 (the integer is tried first). */
+const booleanIntegerRule = () =>
+  z
+    .union([z.int(), z.boolean().transform(Number)], {
+      error: (issue) => (issue.code === 'invalid_union' ? 'must be true or false (stored as 1 or 0), or an integer' : undefined),
+    })
+    .meta({ description: 'A BOOLEAN column of SQLite: served as the integer it holds (1, 0); true and false are taken as 1 and 0.' });
+
+/** Text of a decimal a NUMERIC column keeps exactly: at most NUMERIC_DIGITS significant digits, within a double's range. */
+const decimalText = () =>
+  z
+    .string()
+    .regex(DECIMAL, 'must be a decimal number as text, e.g. "12.50"')
+    // Each refinement judges decimals only: a text that is none already has its one error.
+    .refine(
+      (text) => !DECIMAL.test(text) || significantDigits(text) <= NUMERIC_DIGITS,
+      `has more than the ${NUMERIC_DIGITS} significant digits a NUMERIC value keeps exactly`,
+    )
+    // An exponent past a double's range would be stored as Inf, or as 0 for a nonzero value.
+    .refine(
+      (text) => !DECIMAL.test(text) || (Number.isFinite(Number(text)) && (Number(text) !== 0 || significantDigits(text) === 0)),
+      'is out of the range a NUMERIC value holds (about 1e-307 to 1e308)',
+    );
+
+/**
+ * A JSON number a NUMERIC column keeps exactly: one whose shortest text (as JS writes it, which reads back as
+ * the same double) has at most NUMERIC_DIGITS significant digits. Taken as that text, as if it had been sent so.
+ */
+const exactNumber = () =>
+  z
+    .number()
+    .refine((n) => Number.isFinite(n) && significantDigits(String(n)) <= NUMERIC_DIGITS)
+    .transform(String);
+
+/** What a NUMERIC value that is neither an exact decimal text nor an exact number should have been. */
+function numericRefusal(input: unknown): string {
+  if (typeof input !== 'number' && typeof input !== 'string')
+    return `must be a decimal number: a JSON number of at most ${NUMERIC_DIGITS} significant digits (7.5), or its text ("12.50")`;
+  if (typeof input === 'number' && !Number.isFinite(input)) return 'is out of the range a NUMERIC value holds (about 1e-307 to 1e308)';
+  // A number past what is kept would be stored rounded; its text is refused alike, so say what is kept.
+  return `has more than the ${NUMERIC_DIGITS} significant digits a NUMERIC value keeps exactly: send the decimal as text of at most ${NUMERIC_DIGITS} significant digits, e.g. "12.50"`;
+}
+
+/**
+ * A NUMERIC column's value: decimal text (as the database returns it), or a JSON number kept exactly, taken
+ * as its text. The text is tried first: a number costs nothing more than before unless it is sent.
+ */
+const numericRule = () =>
+  z
+    .union([decimalText().meta({ format: 'decimal' }), exactNumber()], {
+      error: (issue) => (issue.code === 'invalid_union' ? numericRefusal(issue.input) : undefined),
+    })
+    .meta({
+      description: `An exact decimal as text, of at most ${NUMERIC_DIGITS} significant digits, about 1e-307 to 1e308 in magnitude; a JSON number of at most ${NUMERIC_DIGITS} significant digits is taken as its text (7.5 as "7.5").`,
+      examples: ['12.50'],
+    });
+
 /**
  * The validation of the values drizzle-zod cannot tell from the column class alone: exact decimals
  * for NUMERIC (text, as the database returns them), base64 for BLOBs, any scalar for untyped columns,
@@ -337,6 +394,8 @@ function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () =>
     else if (custom === 'untyped') rules[key] = () => z.union([z.string(), z.number()]);
     // As drizzle-zod checks an integer() column: a safe integer, which JSON carries exactly.
     else if (custom === 'integer') rules[key] = () => z.int();
+    // A BOOLEAN of SQLite's (introspected): its integers, or true/false stored as 1/0.
+    else if (custom === 'booleanInteger') rules[key] = booleanIntegerRule;
     // Any finite number: drizzle-zod bounds a REAL by ±(2^47 − 1), as for MySQL's, while SQLite stores any double (1e308).
     else if (column.columnType === 'SQLiteReal') rules[key] = () => z.number();
     // A timestamp kept as a number (integer({ mode: 'timestamp' | 'timestamp_ms' })) is written as the text a GET
@@ -369,27 +428,7 @@ function valueRules(columns: Record<string, SQLiteColumn>): Record<string, () =>
             description:
               'Stored as text as given (e.g. "2026-01-31"), but text that reads as a number other than a canonical integer ("1.50", "02134") is refused: the column would store it as a number.',
           });
-    else if (is(column, SQLiteNumeric)) {
-      rules[key] = () =>
-        z
-          .string()
-          .regex(DECIMAL, 'must be a decimal number as text, e.g. "12.50"')
-          // Each refinement judges decimals only: a text that is none already has its one error.
-          .refine(
-            (text) => !DECIMAL.test(text) || significantDigits(text) <= NUMERIC_DIGITS,
-            `has more than the ${NUMERIC_DIGITS} significant digits a NUMERIC value keeps exactly`,
-          )
-          // An exponent past a double's range would be stored as Inf, or as 0 for a nonzero value.
-          .refine(
-            (text) => !DECIMAL.test(text) || (Number.isFinite(Number(text)) && (Number(text) !== 0 || significantDigits(text) === 0)),
-            'is out of the range a NUMERIC value holds (about 1e-307 to 1e308)',
-          )
-          .meta({
-            format: 'decimal',
-            description: `An exact decimal as text, of at most ${NUMERIC_DIGITS} significant digits, about 1e-307 to 1e308 in magnitude.`,
-            examples: ['12.50'],
-          });
-    }
+    else if (is(column, SQLiteNumeric)) rules[key] = numericRule;
   }
   return rules;
 }

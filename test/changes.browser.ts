@@ -136,7 +136,9 @@ plain('is linked from /docs and served from local files under its strict policy'
     await docs.page.getByRole('link', { name: 'Live change feed' }).click();
     await docs.page.waitForURL(`${service.url}/docs/changes`, WAIT);
     await inState(docs.page, 'live');
-    const policy = (await service.request('GET', '/docs/changes')).headers.get('content-security-policy') ?? '';
+    // The page's own policy, asked for as a browser asks (any other Accept gets a text/plain pointer instead).
+    const page = await service.request('GET', '/docs/changes', { headers: { accept: 'text/html' } });
+    const policy = page.headers.get('content-security-policy') ?? '';
     for (const directive of ["default-src 'none'", "script-src 'self'", "connect-src 'self'", "form-action 'none'"])
       assert.ok(policy.includes(directive), `${directive} is not in ${policy}`);
     assert.not.ok(policy.includes('unsafe'), policy);

@@ -4,6 +4,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { QUIET_GROUP } from '../src/docs.js';
 import { withBrowser } from './browser.helpers.js';
 import { ROOT, type Service, startService } from './helpers.js';
 
@@ -45,6 +46,30 @@ test('renders the reference from local files, listing every resource kind', asyn
       assert.ok(await page.locator(`[data-path="${path}"]`).first().isVisible(), `${path} is not on the page`);
     }
     assert.equal(foreign, [], 'the page loaded something from outside the service');
+    assert.equal(failures, []);
+  }, 1600);
+});
+
+test("HEAD and OPTIONS wait in one closed group at the end, out of each kind's list, and open on a click", async ({ service }) => {
+  await withBrowser(async (browser) => {
+    const page = await browser.newPage();
+    const failures: string[] = [];
+    page.on('console', (message) => {
+      if (message.type() === 'error') failures.push(message.text());
+    });
+    await page.goto(`${service.url}/docs`);
+    await page.waitForSelector('.opblock-tag', { timeout: 20_000 });
+    const tags = (await page.locator('.opblock-tag').allTextContents()).map((t) => t.trim());
+    assert.ok(tags.at(-1)?.startsWith(QUIET_GROUP), tags.join(' | '));
+    // The kinds' groups are open and list GET, POST, ... but no HEAD or OPTIONS; the last group is closed.
+    assert.ok((await page.locator('.opblock-get').count()) > 0);
+    assert.is(await page.locator('.opblock-head, .opblock-options').count(), 0);
+    await page.locator('.opblock-tag', { hasText: QUIET_GROUP }).click();
+    await page.locator('.opblock-head').first().waitFor({ timeout: 10_000 });
+    const documented = Object.values<Record<string, unknown>>((await service.request('GET', '/openapi.json')).body.paths).flatMap((item) =>
+      Object.keys(item).filter((method) => method === 'head' || method === 'options'),
+    );
+    assert.is(await page.locator('.opblock-head, .opblock-options').count(), documented.length);
     assert.equal(failures, []);
   }, 1600);
 });

@@ -3,6 +3,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { checkContract } from '../src/contract/checker.js';
+import { namedChecksSuite } from './checks.helpers.js';
 import { type Service, startService } from './helpers.js';
 import { introspectFixture, type Run } from './music-store.js';
 import { checkTrackTagReferences } from './references.helpers.js';
@@ -146,3 +147,5 @@ onPostgres(
 );
 
 onPostgres.run();
+
+namedChecksSuite('CHECKs declared by name in the schema (PostgreSQL)');

@@ -1,10 +1,12 @@
 // A database restable did not create, served as it is (issue 14, API.md §1): the music store built by its
 // SQL script, introspected, then every kind it yields probed over HTTP, its rows untouched until a write.
+import { readFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { checkContract } from '../src/contract/checker.js';
 import { createRegistry, type Resource } from '../src/resources.js';
+import { namedChecksSuite } from './checks.helpers.js';
 import { type Reply, type Service, startService, walkList } from './helpers.js';
 import { checksums, introspectFixture, type Run } from './music-store.js';
 import {
@@ -219,8 +221,12 @@ shapes('values round-trip as stored: NUMERIC exact, DATETIME as text, BLOB as ba
   const drift = await service.request('PUT', '/Track/1', { body: { ...body, unitPrice: '12345678901234567.89' } });
   assertProblem(drift, 422);
   assert.is(drift.body.errors[0].path, 'unitPrice');
-  const notANumber = await service.request('PUT', '/Track/1', { body: { ...body, unitPrice: 0.99 } });
-  assertProblem(notANumber, 422);
+  // A JSON number it keeps exactly is taken as its text; one it would round is not.
+  const number = await service.request('PUT', '/Track/1', { body: { ...body, unitPrice: 0.99 } });
+  assert.is(number.status, 200, number.text);
+  assert.is(number.body.unitPrice, '0.99');
+  const notExact = await service.request('PUT', '/Track/1', { body: { ...body, unitPrice: 0.1 + 0.2 } });
+  assertProblem(notExact, 422);
   const notADecimal = await service.request('PATCH', '/Track/1', { body: { unitPrice: 'abc' } });
   assertProblem(notADecimal, 422);
   assert.equal(
@@ -757,3 +763,69 @@ checked('a refusal names the rule it breaks, and the field when the rule is abou
 });
 
 checked.run();
+
+const valueTypes = servedFrom(
+  'an existing database: NUMERIC and BOOLEAN columns take the obvious JSON values',
+  `CREATE TABLE "Book" ("id" INTEGER PRIMARY KEY, "title" TEXT, "price" NUMERIC, "inPrint" BOOLEAN NOT NULL DEFAULT TRUE);
+   INSERT INTO "Book" VALUES (1, 'Odd', 3, 2);`,
+);
+
+valueTypes(
+  'a JSON number kept exactly is a NUMERIC value, a JSON boolean a BOOLEAN one (stored 1/0, served as stored)',
+  async ({ service, run }) => {
+    assert.match(readFileSync(run.schemaPath, 'utf8'), /inPrint: booleanInteger\('inPrint'\)\.notNull\(\)\.default\(1\)/);
+    const created = await service.request('POST', '/Book', { body: { title: 'New', price: 7.5, inPrint: false } });
+    assert.is(created.status, 201, created.text);
+    assert.equal([created.body.price, created.body.inPrint], ['7.5', 0]);
+    const location = created.headers.get('location') as string;
+    const patched = await service.request('PATCH', location, { body: { inPrint: true, price: 1e21 } });
+    assert.is(patched.status, 200, patched.text);
+    assert.equal([patched.body.price, patched.body.inPrint], ['1e+21', 1]);
+    assert.equal(await service.sql('SELECT "price", typeof("price") AS type, "inPrint" FROM "Book" WHERE "id" = $1', [created.body.id]), [
+      { price: 1e21, type: 'real', inPrint: 1 },
+    ]);
+    // Text and integers as before; a value that is neither a GET's, nor a true/false, is refused.
+    const { id: _, ...body } = (await service.request('GET', location)).body;
+    assert.is((await service.request('PUT', location, { body: { ...body, price: '2.50', inPrint: 0 } })).status, 200);
+    // The integer a BOOLEAN holds is served as it is: nothing turns a 2 into true.
+    assert.is((await service.request('GET', '/Book/1')).body.inPrint, 2);
+    assert.is((await service.request('GET', '/Book?inPrint=1&count=true')).headers.get('x-total-count'), '0');
+  },
+);
+
+valueTypes('a value still refused says what to send', async ({ service }) => {
+  const refusals: [Record<string, unknown>, string, RegExp][] = [
+    [{ price: 0.30000000000000004 }, 'price', /more than the 15 significant digits .*: send the decimal as text/],
+    [{ price: 2 ** 60 }, 'price', /send the decimal as text of at most 15 significant digits/],
+    [{ price: true }, 'price', /a JSON number of at most 15 significant digits \(7\.5\), or its text \("12\.50"\)/],
+    [{ inPrint: 'yes' }, 'inPrint', /^must be true or false \(stored as 1 or 0\), or an integer$/],
+    [{ inPrint: 0.5 }, 'inPrint', /^must be true or false/],
+  ];
+  for (const [body, path, message] of refusals) {
+    const reply = await service.request('POST', '/Book', { body: { title: 'No', ...body } });
+    assertProblem(reply, 422);
+    assert.equal(
+      reply.body.errors.map((e: { path: string }) => e.path),
+      [path],
+      reply.text,
+    );
+    assert.match(reply.body.errors[0].message, message);
+  }
+  // The document says so: a number or text for NUMERIC, an integer or a boolean for BOOLEAN; GET serves the stored types.
+  const { schemas } = (await service.request('GET', '/openapi.json')).body.components;
+  assert.equal(schemas['Book.create'].properties.inPrint.anyOf.map((s: { type: string }) => s.type).sort(), ['boolean', 'integer']);
+  const price = schemas['Book.create'].properties.price.anyOf[0];
+  assert.equal(
+    price.anyOf.map((s: { type: string; format?: string }) => [s.type, s.format]),
+    [
+      ['string', 'decimal'],
+      ['number', undefined],
+    ],
+  );
+  assert.match(price.description, /a JSON number of at most 15 significant digits is taken as its text/);
+  assert.is(schemas.Book.properties.inPrint.type, 'integer');
+});
+
+valueTypes.run();
+
+namedChecksSuite('CHECKs declared by name in the schema (SQLite)');

@@ -162,6 +162,24 @@ fromPostgres('writes work and are checked; read-only kinds refuse them', async (
   assert.is.not(await rowsOf(url), before);
 });
 
+fromPostgres(
+  'a numeric takes a JSON number it keeps exactly, as its text; one it would round is refused, saying to send text',
+  async ({ service }) => {
+    const created = await service.request('POST', '/Album', { body: { title: 'Priced', artistId: 1, price: 7.5, live: false } });
+    assert.is(created.status, 201, created.text);
+    assert.is(created.body.price, '7.50', 'as PostgreSQL writes a numeric(10,2)');
+    assert.is(created.body.live, false);
+    const rounded = await service.request('PATCH', `/Album/${created.body.albumId}`, { body: { price: 0.30000000000000004 } });
+    assert.is(rounded.status, 422, rounded.text);
+    assert.equal(
+      rounded.body.errors.map((e: { path: string }) => e.path),
+      ['price'],
+    );
+    assert.match(rounded.body.errors[0].message, /send the decimal as text/);
+    assert.is((await service.request('GET', `/Album/${created.body.albumId}`)).body.price, '7.50');
+  },
+);
+
 fromPostgres('every path passes the contract checker', async ({ service }) => {
   const doc = (await service.request('GET', '/openapi.json')).body;
   const report = await checkContract(service.url, doc);

@@ -100,7 +100,8 @@ Introspect('types columns by SQLite affinity: NUMERIC exact, DATETIME text, BLOB
   assert.is(kind('Liner Notes', 'written'), 'dateText');
   assert.is(kind('Employee', 'photo'), 'bytes');
   assert.is(kind('Setting', 'value'), 'untyped');
-  assert.is(kind('Customer', 'isActive'), 'SQLiteInteger');
+  // A BOOLEAN keeps its integers and takes true/false too.
+  assert.is(kind('Customer', 'isActive'), 'booleanInteger');
   assert.is(kind('Currency', 'rate'), 'SQLiteReal');
   assert.is(kind('AlbumSummary', 'trackCount'), 'untyped');
   const customer = columnsOf(sourceNamed(run.schema, 'Customer'));

@@ -6,6 +6,7 @@ import { type Document, OpenAPIBackend } from 'openapi-backend';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { CHANGES_PATH, TICKET_PATH } from '../src/api/changes.js';
+import { originOf } from '../src/docs/pointer.js';
 import { toOpenApi } from '../src/openapi.js';
 import { createRegistry, READ_METHODS } from '../src/resources.js';
 import { FIXTURES, userSample } from './fixtures.js';
@@ -593,7 +594,123 @@ names('names a component name cannot hold stay apart: one component per table, e
   assert.is(new Set(ids).size, ids.length, 'unique');
 });
 
+names('summaries and descriptions read right whatever the table is called: no article or plural guessed for its name', () => {
+  const authors = sqliteTable('authors', { id: integer('id').primaryKey(), name: text('name') });
+  const person = sqliteTable('person', { id: integer('id').primaryKey() });
+  const data = sqliteTable('data', { id: integer('id').primaryKey(), authorId: integer('author_id').references(() => authors.id) });
+  const track = sqliteTable('PlaylistTrack', { list: integer('list').notNull(), track: integer('track').notNull() }, (t) => [
+    primaryKey({ columns: [t.list, t.track] }),
+  ]);
+  const doc = toOpenApi(createRegistry({ authors, person, data, track })) as Doc;
+  const texts: string[] = [];
+  JSON.stringify(doc, (key, value) => {
+    if ((key === 'summary' || key === 'description') && typeof value === 'string') texts.push(value);
+    return value;
+  });
+  const named = /\b(?:a|an|one) (?:authors|person|data|PlaylistTrack)\b|\b(?:authors|person|data|PlaylistTrack) (?:element|key|id)\b/;
+  assert.equal(
+    texts.filter((text) => named.test(text)),
+    [],
+  );
+  const summaries = (path: string) => Object.fromEntries(Object.entries<any>(doc.paths[path] ?? {}).map(([m, o]) => [m, o.summary]));
+  assert.equal(summaries('/authors'), {
+    get: 'List the elements of authors',
+    head: 'List the elements of authors (headers only)',
+    post: 'Create an element of authors',
+    options: 'The methods this path supports',
+  });
+  assert.equal(summaries('/person/{id}'), {
+    get: 'Get one element of person',
+    head: 'Get one element of person (headers only)',
+    put: 'Replace an element of person',
+    patch: 'Merge-patch an element of person',
+    delete: 'Delete an element of person',
+    options: 'The methods this path supports',
+  });
+  assert.is(doc.paths['/authors/{id}/data']?.get.summary, "List the elements of data whose authorId names the path's element of authors");
+  assert.is(doc.paths['/authors/{id}/data']?.post.summary, 'Create an element of data with authorId from the path');
+  assert.match(doc.components.parameters.PlaylistTrackId.description, /^the key of an element of PlaylistTrack: list, track/);
+});
+
 names.run();
+
+const pages = suite<{ service: Service }>('/docs and /docs/changes: a page for a browser, a pointer for a terminal');
+
+/** What Chromium sends when it opens a page. */
+const BROWSER_ACCEPT = 'text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8';
+
+pages.before(async (ctx) => {
+  ctx.service = await startService();
+});
+pages.after(async ({ service }) => service.close());
+
+pages('curl (Accept: */*) and text/plain get a few lines naming /openapi.json by its absolute URL; HEAD alike', async ({ service }) => {
+  for (const accept of ['*/*', 'text/plain', 'text/*', 'text/html;q=0, */*']) {
+    const reply = await service.request('GET', '/docs', { headers: { accept } });
+    assert.is(reply.status, 200, accept);
+    assert.is(reply.headers.get('content-type'), 'text/plain; charset=utf-8', accept);
+    assert.is(reply.headers.get('vary'), 'Accept', accept);
+    assert.ok(reply.text.includes(`curl ${service.url}/openapi.json`), reply.text);
+    assert.ok(reply.text.includes('docs/http-api.md'), reply.text);
+    assert.not.match(reply.text, /swagger-ui/);
+    const head = await service.request('HEAD', '/docs', { headers: { accept } });
+    assert.is(head.status, 200);
+    assert.is(head.text, '');
+    assert.is(head.headers.get('content-type'), reply.headers.get('content-type'));
+    assert.is(head.headers.get('content-length'), String(Buffer.byteLength(reply.text)));
+    assert.is(head.headers.get('vary'), 'Accept');
+  }
+});
+
+pages('a browser (its Accept names text/html) gets Swagger UI under the page policy, varying by Accept', async ({ service }) => {
+  for (const accept of [BROWSER_ACCEPT, 'text/html']) {
+    const reply = await service.request('GET', '/docs', { headers: { accept } });
+    assert.is(reply.status, 200);
+    assert.is(reply.headers.get('content-type'), 'text/html; charset=utf-8');
+    assert.is(reply.headers.get('vary'), 'Accept');
+    assert.match(reply.headers.get('content-security-policy') ?? '', /script-src 'self'/);
+    assert.match(reply.text, /<div id="swagger-ui">/);
+  }
+  // As before, the page has no entity tag: a conditional request gets it whole.
+  const again = await service.request('GET', '/docs', { headers: { accept: 'text/html', 'if-none-match': '*' } });
+  assert.is(again.status, 200);
+  assert.is(again.headers.get('etag'), null);
+});
+
+pages('an Accept that rules out both is a 406 that points at /openapi.json', async ({ service }) => {
+  const reply = await service.request('GET', '/docs', { headers: { accept: 'application/json' } });
+  assert.is(reply.status, 406);
+  assert.match(reply.headers.get('content-type') ?? '', /^application\/problem\+json/);
+  assert.is(reply.headers.get('vary'), 'Accept');
+  assert.ok(reply.body.detail.includes(`${service.url}/openapi.json`), reply.body.detail);
+});
+
+pages('/docs/changes tells a terminal how to follow /_changes with curl; a browser gets the page', async ({ service }) => {
+  const text = await service.request('GET', '/docs/changes', { headers: { accept: '*/*' } });
+  assert.is(text.status, 200);
+  assert.is(text.headers.get('content-type'), 'text/plain; charset=utf-8');
+  assert.is(text.headers.get('vary'), 'Accept');
+  assert.ok(text.text.includes(`curl -N -H 'Accept: text/event-stream' ${service.url}/_changes`), text.text);
+  const page = await service.request('GET', '/docs/changes', { headers: { accept: BROWSER_ACCEPT } });
+  assert.is(page.headers.get('content-type'), 'text/html; charset=utf-8');
+  assert.match(page.text, /<h1>Live change feed<\/h1>/);
+  assert.is(page.headers.get('vary'), 'Accept');
+});
+
+pages('the document describes both answers of /docs', async ({ service }) => {
+  const doc = (await service.request('GET', '/openapi.json')).body;
+  assert.equal(Object.keys(doc.paths['/docs'].get.responses['200'].content), ['text/html', 'text/plain']);
+});
+
+pages('a Host that does not read as one is left out of the pointer: its paths stay relative', () => {
+  const reply = (host: string | undefined) => originOf({ headers: { host }, socket: {} } as never);
+  assert.is(reply('localhost:3000'), 'http://localhost:3000');
+  assert.is(reply('[::1]:3000'), 'http://[::1]:3000');
+  assert.is(reply('a.example'), 'http://a.example');
+  for (const bad of [undefined, '', 'evil.example/phish?', 'a b', 'x:99999999', '<script>']) assert.is(reply(bad), '', String(bad));
+});
+
+pages.run();
 
 const feeds = suite('OpenAPI change feed of other schemas');
 

@@ -24,8 +24,11 @@ export const BATCH_PATH = '/_batch';
 export const BATCH_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 /** The most bytes of operation bodies one batch answers with (each read is bounded alone; a hundred of them are not). */
 export const MAX_BATCH_RESULT_BYTES = 16 * 1024 * 1024;
-/** The request headers an operation may carry, by lower-case name. */
-export const BATCH_HEADERS = ['If-Match', 'If-None-Match'] as const;
+/**
+ * The request headers an operation may carry. Content-Type is held to what the same request takes alone
+ * (a JSON type: application/merge-patch+json too on a PATCH); without it an operation is application/json.
+ */
+export const BATCH_HEADERS = ['If-Match', 'If-None-Match', 'Content-Type'] as const;
 /** What a label looks like (it appears inside paths as `{label}`). */
 export const LABEL = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
 const MEMBERS = new Set(['method', 'path', 'body', 'headers', 'label']);
@@ -268,7 +271,7 @@ export function batchEndpoint({ store, config, routes }: BatchOptions): Endpoint
       const error = new ApiError('badRequest', `The path is longer than ${MAX_FILLED_PATH} characters once its labels are filled in.`);
       return refusalOf(error, op.path);
     }
-    const headers: Record<string, string> = { ...op.headers, accept: 'application/json', 'content-type': 'application/json' };
+    const headers: Record<string, string> = { 'content-type': 'application/json', ...op.headers, accept: 'application/json' };
     const req = { method: op.method, url: target, headers, id: outer.id } as unknown as Request & { _parsedUrl?: ParsedUrl };
     const url = parseRequestUrl(req);
     req.path = url.pathname;

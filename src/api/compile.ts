@@ -5,7 +5,7 @@ import { etagOfRow, evaluatePreconditions } from '../conditional.js';
 import type { Config } from '../config.js';
 import type { CursorCodec } from '../cursor.js';
 import { ApiError } from '../errors.js';
-import { accepts, checkBodySize, elementResponse, jsonResponse, readJson, send, sendEmpty, sendJson } from '../http.js';
+import { accepts, checkBodySize, checkMediaType, elementResponse, jsonResponse, readJson, send, sendEmpty, sendJson } from '../http.js';
 import { fingerprintOf, parseIdempotencyKey } from '../idempotency.js';
 import { encodeCursor, parseElementQuery, parseListQuery, type RawQuery, type Shape, shaped } from '../query.js';
 import { firstParameter, type QueryParameters, queryErrorOf, withParameter } from '../query-string.js';
@@ -49,7 +49,7 @@ export interface Endpoint {
   resource?: Resource;
   /** The media type of its answers (for 406); application/json unless said otherwise. */
   produces?: string;
-  /** False for files served as they are (the docs' assets): any Accept gets them, as before routing existed. */
+  /** False for files served as they are (the docs' assets: any Accept gets them) and pages that negotiate themselves (/docs). */
   negotiates?: boolean;
   /** Whether GET (and HEAD) take the list query language of API.md §5; any other parameter is a 400. */
   lists?: boolean;
@@ -193,6 +193,8 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
   const body = (req: Request, accepted: readonly string[], arrays = config.maxBodyBytes): MaybePromise<unknown> => {
     if (!req.operation) return readJson(req, config.maxBodyBytes, accepted, { arrayLimit: arrays });
     const { body: given } = req.operation;
+    // An operation is application/json unless its headers name another type: only then is there a type to check, as alone.
+    if (req.headers['content-type'] !== 'application/json') checkMediaType(req, accepted);
     checkBodySize(given, Buffer.byteLength(JSON.stringify(given)), config.maxBodyBytes, arrays);
     checkJsonDocument(given);
     return given;

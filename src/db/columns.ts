@@ -40,6 +40,13 @@ export const dateText = customType<{ data: string; driverData: string | number }
   fromDriver: (value) => (typeof value === 'number' ? String(value) : value),
 });
 
+/**
+ * A column declared BOOLEAN (BOOL…) in SQLite, which has no boolean type: NUMERIC affinity, 0 and 1 by
+ * convention, and whatever else was written there. Served as the integer it holds (a 2 stays a 2, so
+ * nothing changes a value it reads back); a JSON true or false is taken too, as 1 or 0. Declared `boolean`.
+ */
+export const booleanInteger = customType<{ data: number; driverData: number }>({ dataType: () => 'boolean' });
+
 /** Whether a column keeps an instant as whole seconds: drizzle's integer({ mode: 'timestamp' }). */
 export const keepsSeconds = (column: Column): boolean =>
   column.columnType === 'SQLiteTimestamp' && (column as Column & { mode?: string }).mode === 'timestamp';
@@ -48,7 +55,7 @@ export const keepsSeconds = (column: Column): boolean =>
 export const wholeSecond = (instant: Date): Date => new Date(Math.floor(instant.getTime() / 1000) * 1000);
 
 /** Which of these types a column is, if any (custom columns are told apart by their SQL type). */
-export function customKindOf(column: Column): 'bytes' | 'untyped' | 'integer' | 'dateText' | undefined {
+export function customKindOf(column: Column): 'bytes' | 'untyped' | 'integer' | 'booleanInteger' | 'dateText' | undefined {
   if (column.columnType !== 'SQLiteCustomColumn') return undefined;
   switch (column.getSQLType()) {
     case 'blob':
@@ -59,6 +66,8 @@ export function customKindOf(column: Column): 'bytes' | 'untyped' | 'integer' | 
       return 'integer';
     case 'datetime':
       return 'dateText';
+    case 'boolean':
+      return 'booleanInteger';
     default:
       return undefined;
   }
@@ -67,5 +76,9 @@ export function customKindOf(column: Column): 'bytes' | 'untyped' | 'integer' | 
 /** Whether a column holds text: drizzle's text() or dateText(). */
 export const isText = (column: Column): boolean => column.columnType === 'SQLiteText' || customKindOf(column) === 'dateText';
 
-/** Whether a column holds integers: drizzle's integer() (in number mode) or intKey(). */
-export const isInteger = (column: Column): boolean => column.columnType === 'SQLiteInteger' || customKindOf(column) === 'integer';
+/** Whether a column holds integers: drizzle's integer() (in number mode), intKey() or booleanInteger(). */
+export const isInteger = (column: Column): boolean => {
+  if (column.columnType === 'SQLiteInteger') return true;
+  const custom = customKindOf(column);
+  return custom === 'integer' || custom === 'booleanInteger';
+};

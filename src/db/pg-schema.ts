@@ -77,8 +77,8 @@ function builderOf(column: SQLiteColumn, serverAssigned: boolean, inDatabase: st
   if (custom === 'bytes') return base64Bytea(name);
   if (custom === 'untyped') return inDatabase === undefined || JSON_TYPES.has(inDatabase) ? json(name) : nativeText(inDatabase)(name);
   if (custom === 'dateText') return text(name);
-  // A key the client gives (SQLite does not assign it either): no identity.
-  if (custom === 'integer') return bigint(name, { mode: 'number' });
+  // A key the client gives (SQLite does not assign it either): no identity. A SQLite BOOLEAN stays its integers (a 2 stays a 2).
+  if (custom === 'integer' || custom === 'booleanInteger') return bigint(name, { mode: 'number' });
   switch (column.columnType) {
     case 'SQLiteInteger': {
       const integer = bigint(name, { mode: 'number' });

@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import type { Endpoint } from '../api/compile.js';
 import { sendText } from '../http.js';
 import { READ_METHODS } from '../resources.js';
+import { pageOrPointer } from './pointer.js';
 
 /** Where the page and its script are served (both open without a token: OPEN_PATHS in src/resources.ts). */
 export const CHANGES_PAGE = '/docs/changes';
@@ -83,6 +84,18 @@ short-lived ticket that opens the stream (an EventSource cannot send headers).</
 </main>
 </body>
 </html>
+`;
+
+/** What /docs/changes tells a terminal. */
+export const changesPointer = (origin: string): string => `restable live change feed
+
+${origin}${CHANGES_PAGE} follows the change feed in a browser: open it in one.
+From a terminal, follow it as Server-Sent Events:
+
+  curl -N -H 'Accept: text/event-stream' ${origin}/_changes
+
+or read it in JSON pages: curl ${origin}/_changes
+(With authentication on, add -H 'Authorization: Bearer <token>'.) Its description: ${origin}/openapi.json
 `;
 
 /**
@@ -240,7 +253,8 @@ export function changesPageEndpoints(): Endpoint[] {
       path: CHANGES_PAGE,
       methods: READ_METHODS,
       produces: 'text/html',
-      handlers: { GET: (_req, res) => sendText(res, 'text/html', HTML, headers) },
+      negotiates: false, // the page answers text/plain too (pageOrPointer)
+      handlers: { GET: pageOrPointer(HTML, headers, changesPointer) },
     },
     {
       path: CHANGES_SCRIPT,

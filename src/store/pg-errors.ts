@@ -3,7 +3,7 @@
 import { getTableConfig, type SQLiteTable } from 'drizzle-orm/sqlite-core';
 import { ApiError } from '../errors.js';
 import type { Resource } from '../resources.js';
-import { danglingOf, refusals } from './store.js';
+import { danglingOf, fieldsOfCheck, refusals } from './store.js';
 
 /** The fields node-postgres gives a server error (and the errno `code` of a socket error). */
 export interface PgError extends Error {
@@ -125,8 +125,11 @@ export function writeError(resource: Resource, action: 'write' | 'remove', error
   }
   // 23514 (check), 23P01 (exclusion); 22xxx: a value the column cannot hold (a NUL character in text);
   // 54000: a value too long for its index (PostgreSQL's btree rows hold ~2.7 kB; SQLite has no such bound).
-  // A CHECK by its name, as SQLite names a named one (PostgreSQL names every CHECK; its expression is in the catalog only).
-  if (code === '23514' && e.constraint) return refusals.constraint(resource, error, `CHECK ${e.constraint}`);
+  // A CHECK by its name, as SQLite names a named one (PostgreSQL names every CHECK; its expression is in the catalog
+  // only), with the fields the schema's declaration of it refers to.
+  if (code === '23514' && e.constraint) {
+    return refusals.constraint(resource, error, `CHECK ${e.constraint}`, fieldsOfCheck(resource, e.constraint));
+  }
   if (code.startsWith('23')) return refusals.constraint(resource, error);
   if (code.startsWith('22') || code === '54000') {
     // In words of the contract, not PostgreSQL's own (which name its indexes and encodings).

@@ -44,6 +44,8 @@ import {
 import {
   type Created,
   type Dangling,
+  fieldsNamedIn,
+  fieldsOfCheck,
   type KindStore,
   type MaybePromise,
   notFound,
@@ -86,8 +88,8 @@ const MAX_RULE = 200;
 
 /**
  * A refusal by a constraint of the table's own, named as SQLite names it: a NOT NULL column as its
- * field's "is required", a CHECK by its expression (or its name) and, when that mentions exactly one
- * field's column, that field. @see https://sqlite.org/lang_createtable.html#ckconst
+ * field's "is required", a CHECK by its expression (or its name) with an entry for each field it
+ * refers to (its expression's columns, the schema's for a named one). @see https://sqlite.org/lang_createtable.html#ckconst
  */
 function constraintRefusal(resource: Resource, sqliteError: Error & { code: string }, error: unknown): ApiError {
   const text = sqliteError.message.replace(/^[A-Z ]+ constraint failed: /, '');
@@ -99,9 +101,9 @@ function constraintRefusal(resource: Resource, sqliteError: Error & { code: stri
   if (sqliteError.code !== 'SQLITE_CONSTRAINT_CHECK' || text === sqliteError.message) return refusals.constraint(resource, error);
   const points = [...text];
   const rule = `CHECK ${points.length > MAX_RULE ? `${points.slice(0, MAX_RULE).join('')}…` : text}`;
-  const words = new Set(text.match(/[\p{L}\p{N}_$]+/gu));
-  const mentioned = resource.fields.filter((f) => words.has(f.column.name));
-  return refusals.constraint(resource, error, rule, mentioned.length === 1 ? mentioned[0]?.key : undefined);
+  // SQLite names a named CHECK by its name, an unnamed one by its expression: the schema's declaration, or the words, tell the fields.
+  const declared = fieldsOfCheck(resource, text);
+  return refusals.constraint(resource, error, rule, declared.length > 0 ? declared : fieldsNamedIn(resource, text));
 }
 
 /**

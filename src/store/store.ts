@@ -1,5 +1,7 @@
 // The data-layer seam: what the HTTP layer asks of a backend, per resource kind. SQLite answers
 // reads synchronously; another backend may answer with promises (T | Promise<T>) behind the same calls.
+import { Column, is, SQL, StringChunk } from 'drizzle-orm';
+import { getTableConfig, SQLiteTable } from 'drizzle-orm/sqlite-core';
 import { ApiError, echo } from '../errors.js';
 import type { JsonResponse } from '../http.js';
 import type { ListQuery } from '../query.js';
@@ -180,11 +182,11 @@ export const refusals = {
     ),
   /**
    * A CHECK (or another constraint of the table's own) the element breaks: `rule` as the engine names it
-   * (its expression, or its name), and the one field it is about when that can be told.
+   * (its expression, or its name), and the fields it is about when they can be told (each gets an entry).
    */
-  constraint: (resource: Resource, cause: unknown, rule?: string, field?: string) =>
+  constraint: (resource: Resource, cause: unknown, rule?: string, fields: readonly string[] = []) =>
     new ApiError('unprocessable', `The ${resource.name} element breaks a constraint of its table${rule ? ` (${rule})` : ''}.`, {
-      ...(rule && field && { errors: [{ path: field, message: `breaks ${rule}` }] }),
+      ...(rule && fields.length > 0 && { errors: fields.map((path) => ({ path, message: `breaks ${rule}` })) }),
       cause,
     }),
   /** A searchable kind whose index its migrations have not built yet (the service started before they ran). */
@@ -203,3 +205,46 @@ export const refusals = {
   /** The database is unreachable, overloaded or cannot write now: retry shortly. */
   unavailable: (detail: string, cause?: unknown) => new ApiError('unavailable', detail, { headers: { 'Retry-After': '1' }, cause }),
 };
+
+/** A quoted SQL string literal ('it''s'): its words are data, never columns. */
+const STRING_LITERAL = /'(?:[^']|'')*'/g;
+
+/** The fields whose columns a CHECK's expression names as words (outside string literals), in field order. */
+export function fieldsNamedIn(resource: Resource, expression: string, columns: ReadonlySet<string> = new Set()): string[] {
+  const words = new Set(expression.replace(STRING_LITERAL, ' ').match(/[\p{L}\p{N}_$]+/gu));
+  return resource.fields.filter((f) => words.has(f.column.name) || columns.has(f.column.name)).map((f) => f.key);
+}
+
+/** The columns a drizzle SQL expression refers to (`${t.low}`), and its literal text (`sql\`low <= high\``). */
+function readExpression(value: SQL, columns: Set<string>, text: string[]): void {
+  for (const chunk of value.queryChunks) {
+    if (is(chunk, Column)) columns.add(chunk.name);
+    else if (is(chunk, SQL)) readExpression(chunk, columns, text);
+    else if (is(chunk, StringChunk)) text.push(...chunk.value);
+  }
+}
+
+/** Per kind, the fields of each CHECK its schema declares by name (drizzle's check('name', sql`…`)): read on a first refusal. */
+const DECLARED_CHECKS = new WeakMap<Resource, Map<string, string[]>>();
+
+/**
+ * The fields a named CHECK of the kind's schema refers to, or none for a name the schema does not declare
+ * (a database's own constraint, as an introspected schema has: its expression is the database's alone).
+ * Both engines name a declared check as the schema does, so one lookup serves both.
+ */
+export function fieldsOfCheck(resource: Resource, name: string): string[] {
+  let checks = DECLARED_CHECKS.get(resource);
+  if (checks === undefined) {
+    checks = new Map();
+    if (is(resource.table, SQLiteTable)) {
+      for (const check of getTableConfig(resource.table).checks) {
+        const columns = new Set<string>();
+        const text: string[] = [];
+        readExpression(check.value, columns, text);
+        checks.set(check.name, fieldsNamedIn(resource, text.join(' '), columns));
+      }
+    }
+    DECLARED_CHECKS.set(resource, checks);
+  }
+  return checks.get(name) ?? [];
+}
