@@ -1,6 +1,7 @@
 // `npm run db:generate [-- --name <what_changed>]`: drizzle-kit's SQLite migration, then the PostgreSQL one
 // (drizzle-kit's API over toPgTables, in drizzle-kit's folder format), then each engine's search index
-// migration when `searchable()` declarations changed; `--check` exits 1 when any of them drifts.
+// migration when `searchable()` declarations changed; each folder written to is proven by applying its whole chain to a
+// new database (src/cli/prove.ts), and a run that cannot be proven is undone; `--check` exits 1 when any of them drifts.
 // Development only (run through tsx): drizzle-kit is a devDependency, so nothing the service loads imports this.
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -20,9 +21,13 @@ import {
 import { is } from 'drizzle-orm';
 import { getTableConfig, getViewConfig, type PgColumn, type PgTable, PgView } from 'drizzle-orm/pg-core';
 import * as internal from '../db/internal-schema.js';
+import { MigrationError, type StatementError, shortened } from '../db/migrate.js';
 import { toPgTables } from '../db/pg-schema.js';
 import { pgSearchStatements, type SearchState, searchChanges, searchStateOf, sqliteSearchStatements } from '../db/search.js';
+import { createRegistry, RegistryError, type Resource } from '../resources.js';
+import { provePostgres, proveSqlite, refusedStatementOf } from './prove.js';
 import { runAsCommand, UsageError } from './usage.js';
+import { folderState, restore, type Written, writtenSince } from './written.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -252,6 +257,142 @@ function generateSqlite(config: string, sqliteFolder: string, name?: string): st
 
 const shown = (path: string) => relative(process.cwd(), path) || '.';
 
+/** Where a run writes, and how (the SQLite config given means drizzle-kit writes that engine's migration). */
+interface Targets {
+  sqliteFolder: string;
+  pgFolder: string;
+  sqliteConfig?: string;
+  name?: string;
+}
+
+/** Writes the migrations the schema needs: drizzle-kit's SQLite one (with a config), the PostgreSQL one, then each engine's search index. */
+async function writeMigrations(schema: Record<string, unknown>, { sqliteFolder, pgFolder, sqliteConfig, name }: Targets): Promise<void> {
+  if (sqliteConfig && !canAsk()) {
+    // drizzle-kit would fail on its prompt with a stack trace: the question is refused here first, as PostgreSQL's is.
+    const { question } = await sqliteDiff(schema, sqliteFolder);
+    if (question) throw cannotAsk(question);
+  }
+  const sqliteTag = sqliteConfig ? generateSqlite(sqliteConfig, sqliteFolder, name) : undefined;
+  // Without --name, the PostgreSQL migration is named like the SQLite one drizzle-kit just wrote.
+  const pgName = name ?? sqliteTag?.replace(/^\d+_/, '') ?? 'schema_change';
+  const report = (what: string, folder: string, { tag, statements }: { tag?: string; statements: string[] }) =>
+    console.log(
+      tag
+        ? `${what}: wrote ${shown(join(folder, `${tag}.sql`))} (${statements.length} statement(s))`
+        : `${what}: no schema changes, nothing written to ${shown(folder)}`,
+    );
+  report('PostgreSQL', pgFolder, await generatePgMigration(schema, pgFolder, pgName));
+  // The search indexes follow the tables they index (a new searchable table is created just before).
+  const searchName = name ?? 'search';
+  if (sqliteConfig) report('SQLite search', sqliteFolder, generateSearchMigration(schema, sqliteFolder, 'sqlite', searchName));
+  report('PostgreSQL search', pgFolder, generateSearchMigration(schema, pgFolder, 'postgresql', searchName));
+}
+
+/** A chain that did not apply to its scratch database. */
+interface ProofFailure {
+  engine: 'SQLite' | 'PostgreSQL';
+  folder: string;
+  error: unknown;
+}
+
+/** The kinds the service would serve from `schema`, whose change-feed triggers the proof installs as a start does. */
+function resourcesOf(schema: Record<string, unknown>): Resource[] {
+  try {
+    return createRegistry(schema).resources;
+  } catch (error) {
+    if (!(error instanceof RegistryError)) throw error;
+    console.error(
+      `generate: warning: the service would refuse this schema (${error.message}); proving the migrations without the change feed`,
+    );
+    return [];
+  }
+}
+
+/**
+ * Applies the whole chain of each folder this run wrote a migration to (`added`: the files it added) to a
+ * new database of its engine, with the service's migrator; a migration that cannot run is found here, not
+ * at the next start. Returns the chains that failed.
+ */
+async function proveWritten(
+  schema: Record<string, unknown>,
+  added: string[],
+  { sqliteFolder, pgFolder }: Targets,
+): Promise<ProofFailure[]> {
+  const wroteTo = (folder: string) => added.some((path) => dirname(path) === folder && path.endsWith('.sql'));
+  const chains = [
+    { engine: 'SQLite', folder: sqliteFolder, prove: proveSqlite },
+    { engine: 'PostgreSQL', folder: pgFolder, prove: provePostgres },
+  ] as const;
+  const resources = chains.some((c) => wroteTo(c.folder)) ? resourcesOf(schema) : [];
+  const failures: ProofFailure[] = [];
+  for (const { engine, folder, prove } of chains) {
+    if (!wroteTo(folder)) continue;
+    try {
+      const { applied, on } = await prove(folder, resources);
+      console.log(
+        `${engine}: proved: the ${applied.length} migration(s) of ${shown(folder)} apply in order to ${on}, the change feed's triggers too`,
+      );
+    } catch (error) {
+      if (!(error instanceof MigrationError)) throw error;
+      failures.push({ engine, folder, error });
+    }
+  }
+  return failures;
+}
+
+/** The command that runs this one, as the user typed it (`npm run db:generate`, or the tests' db:generate:test). */
+const command = () =>
+  `npm run ${process.env.npm_lifecycle_event?.startsWith('db:generate') ? process.env.npm_lifecycle_event : 'db:generate'}`;
+
+/**
+ * drizzle-kit's rebuild of a SQLite table (create `__new_<table>`, copy the rows, drop, rename: how it
+ * changes what ALTER TABLE cannot, such as a CHECK) that copies a column the old table does not have yet: a
+ * column added in the same change. The table and the column, when `refused` is that.
+ */
+export function rebuildOfNewColumn({ statement, reason }: StatementError): { table: string; column: string } | undefined {
+  const table = /^INSERT INTO [`"]__new_([^`"]+)[`"]/.exec(statement)?.[1];
+  const column = /no such column: "?([^"\s]+)"?/.exec(reason)?.[1];
+  return table && column ? { table, column } : undefined;
+}
+
+/** What to do about a refused statement, for the person who just changed `schemaPath`. */
+function remedy(refused: StatementError, schemaPath: string, writtenNow: boolean): string {
+  const rebuild = rebuildOfNewColumn(refused);
+  if (rebuild && writtenNow) {
+    return [
+      `why: drizzle-kit rebuilds the table ${rebuild.table} (SQLite cannot add a CHECK or change a constraint in place) and copies "${rebuild.column}" from the old table, which does not have that column yet`,
+      `what to do: make the change in two migrations. Take the new check() (or the other constraint change) of ${rebuild.table} out of ${shown(schemaPath)}, keep the new column(s), run \`${command()} -- --name add_${rebuild.column}\`; then put the check back and run \`${command()} -- --name <the_check>\``,
+    ].join('\n');
+  }
+  if (writtenNow) {
+    return `what to do: change ${shown(schemaPath)} so that this statement can run on a new database (or make the change in smaller steps, one migration each), then run \`${command()}\` again`;
+  }
+  return "what to do: that migration, committed before this run, fails on a new database whatever the change: if no database has applied it, remove it (its .sql, its snapshot, its journal entry) and generate it again; this run's migration is not kept, as it could not be proven";
+}
+
+/** The report of a chain that failed: which file, which statement, the database's reason, what to do. */
+function explainFailure({ engine, folder, error }: ProofFailure, schemaPath: string, added: string[]): string {
+  const refused = refusedStatementOf(error);
+  if (!refused) return `generate: the ${engine} migrations of ${shown(folder)} do not apply to a new database: ${(error as Error).message}`;
+  const writtenNow = added.includes(refused.file);
+  return [
+    `generate: ${shown(refused.file)}${writtenNow ? ', written just now,' : ''} cannot run: ${engine} refused the statement at ${shown(refused.file)}:${refused.line}`,
+    `  ${shortened(refused.statement, 200)}`,
+    `  ${refused.reason}`,
+    remedy(refused, schemaPath, writtenNow),
+  ].join('\n');
+}
+
+/** Says what putting the folders back took: none of the files there before this run is removed. */
+function reportUndone({ added, changed }: Written): void {
+  if (added.length === 0 && changed.length === 0) return;
+  const files = (paths: string[]) => paths.map(shown).join(', ');
+  console.error(
+    `generate: removed what this run wrote (no database but a scratch one ever applied it): ${files(added)}` +
+      `${changed.length ? `; put back ${files(changed)} as they were` : ''}; the earlier migrations are untouched`,
+  );
+}
+
 async function main(): Promise<number> {
   const { values } = parseArgs({
     options: {
@@ -285,26 +426,19 @@ async function main(): Promise<number> {
     return 0;
   }
 
-  if (values['sqlite-config'] && !canAsk()) {
-    // drizzle-kit would fail on its prompt with a stack trace: the question is refused here first, as PostgreSQL's is.
-    const { question } = await sqliteDiff(schema, sqliteFolder);
-    if (question) throw cannotAsk(question);
+  const folders = [sqliteFolder, pgFolder];
+  const before = folderState(folders);
+  try {
+    await writeMigrations(schema, { sqliteFolder, pgFolder, sqliteConfig: values['sqlite-config'], name: values.name });
+    const failures = await proveWritten(schema, writtenSince(before, folders).added, { sqliteFolder, pgFolder });
+    if (failures.length === 0) return 0;
+    for (const failure of failures) console.error(explainFailure(failure, values.schema, writtenSince(before, folders).added));
+  } catch (error) {
+    reportUndone(restore(before, folders));
+    throw error;
   }
-  const sqliteTag = values['sqlite-config'] ? generateSqlite(values['sqlite-config'], sqliteFolder, values.name) : undefined;
-  // Without --name, the PostgreSQL migration is named like the SQLite one drizzle-kit just wrote.
-  const name = values.name ?? sqliteTag?.replace(/^\d+_/, '') ?? 'schema_change';
-  const report = (what: string, folder: string, { tag, statements }: { tag?: string; statements: string[] }) =>
-    console.log(
-      tag
-        ? `${what}: wrote ${shown(join(folder, `${tag}.sql`))} (${statements.length} statement(s))`
-        : `${what}: no schema changes, nothing written to ${shown(folder)}`,
-    );
-  report('PostgreSQL', pgFolder, await generatePgMigration(schema, pgFolder, name));
-  // The search indexes follow the tables they index (a new searchable table is created just before).
-  const searchName = values.name ?? 'search';
-  if (values['sqlite-config']) report('SQLite search', sqliteFolder, generateSearchMigration(schema, sqliteFolder, 'sqlite', searchName));
-  report('PostgreSQL search', pgFolder, generateSearchMigration(schema, pgFolder, 'postgresql', searchName));
-  return 0;
+  reportUndone(restore(before, folders));
+  return 1;
 }
 
 await runAsCommand(import.meta.url, 'generate', main);
