@@ -255,6 +255,20 @@ function generateSqlite(config: string, sqliteFolder: string, name?: string): st
   return entries.length > before ? entries.at(-1)?.tag : undefined;
 }
 
+/**
+ * drizzle-kit's SQLite migration for `schema`. A rename question is refused where nobody can answer it (drizzle-kit
+ * would fail on its prompt with a stack trace), as PostgreSQL's is; and drizzle-kit exits 0 on some failures (a
+ * path it cannot read), so a changed schema it wrote nothing for is refused too.
+ */
+async function writeSqliteMigration(schema: Record<string, unknown>, config: string, sqliteFolder: string, name?: string) {
+  const { question, statements } = await sqliteDiff(schema, sqliteFolder);
+  if (question && !canAsk()) throw cannotAsk(question);
+  const tag = generateSqlite(config, sqliteFolder, name);
+  if (!tag && !question && statements.length > 0)
+    throw new UsageError(`drizzle-kit generate --config ${config} wrote no migration for a schema that changed: see its output above`);
+  return tag;
+}
+
 const shown = (path: string) => relative(process.cwd(), path) || '.';
 
 /** Where a run writes, and how (the SQLite config given means drizzle-kit writes that engine's migration). */
@@ -267,12 +281,7 @@ interface Targets {
 
 /** Writes the migrations the schema needs: drizzle-kit's SQLite one (with a config), the PostgreSQL one, then each engine's search index. */
 async function writeMigrations(schema: Record<string, unknown>, { sqliteFolder, pgFolder, sqliteConfig, name }: Targets): Promise<void> {
-  if (sqliteConfig && !canAsk()) {
-    // drizzle-kit would fail on its prompt with a stack trace: the question is refused here first, as PostgreSQL's is.
-    const { question } = await sqliteDiff(schema, sqliteFolder);
-    if (question) throw cannotAsk(question);
-  }
-  const sqliteTag = sqliteConfig ? generateSqlite(sqliteConfig, sqliteFolder, name) : undefined;
+  const sqliteTag = sqliteConfig ? await writeSqliteMigration(schema, sqliteConfig, sqliteFolder, name) : undefined;
   // Without --name, the PostgreSQL migration is named like the SQLite one drizzle-kit just wrote.
   const pgName = name ?? sqliteTag?.replace(/^\d+_/, '') ?? 'schema_change';
   const report = (what: string, folder: string, { tag, statements }: { tag?: string; statements: string[] }) =>
