@@ -9,7 +9,7 @@ import { unaccent } from '@electric-sql/pglite/contrib/unaccent';
 import { createPgConfig } from '@electric-sql/pglite/node-postgres';
 import pg from 'pg';
 import { closeDatabase, openDatabase } from '../db/client.js';
-import { applyMigrations, StatementError } from '../db/migrate.js';
+import { applyMigrations } from '../db/migrate.js';
 import { applyPgMigrations } from '../db/pg-migrate.js';
 import type { Resource } from '../resources.js';
 import { installPgOn, installSqlite } from '../store/changes.js';
@@ -19,12 +19,6 @@ export interface Proof {
   applied: string[];
   /** The database it ran on, for the report. */
   on: string;
-}
-
-/** The refused statement behind a migrator's one-line MigrationError, when a statement was refused. */
-export function refusedStatementOf(error: unknown): StatementError | undefined {
-  for (let cause = error; cause; cause = (cause as { cause?: unknown }).cause) if (cause instanceof StatementError) return cause;
-  return undefined;
 }
 
 /** Applies every migration of `folder` to a new SQLite file with applyMigrations, as `npm start` does on a new database. */
