@@ -147,8 +147,10 @@ async function serve(config: Config, logger: Logger): Promise<void> {
    */
   let stopping = false;
   let stopBegan = 0;
+  let stopped = false;
   const stop = (reason: string) => {
-    if (stopping && performance.now() - stopBegan < REPEATED_SIGNAL_MS) return;
+    // Once stopped, nothing is left to drop: a late signal (a watcher's relay of the same Ctrl-C) changes nothing.
+    if (stopped || (stopping && performance.now() - stopBegan < REPEATED_SIGNAL_MS)) return;
     if (stopping) {
       logger.warn({ reason }, 'second signal: stopping now, dropping requests in flight');
       if (!isPostgres(database)) closeDatabase(database); // PostgreSQL rolls back what the dropped connections held
@@ -166,6 +168,7 @@ async function serve(config: Config, logger: Logger): Promise<void> {
       clearTimeout(force);
       app.close();
       const unchecked = await close(database);
+      stopped = true;
       if (isPostgres(database)) logger.info('stopped: connection pool drained and closed');
       else if (unchecked)
         logger.warn(

@@ -13,7 +13,7 @@ function projectCopy(dir: string): void {
   symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
 }
 
-/** `npm run dev` in `dir`, in a process group of its own (so that the test can stop all of it), and its output so far. */
+/** `npm run dev` in `dir`, in a process group of its own as a terminal runs it, and its output so far. */
 function startDev(dir: string): {
   child: ChildProcess;
   output: () => string;
@@ -56,7 +56,7 @@ const LISTENING = /restable listening on (http:\/\/[\d.:]+)/;
 
 const dev = suite('npm run dev');
 
-dev('serves from source, restarts on a schema edit saying what migration is missing, and stops on SIGTERM', async () => {
+dev('serves from source, restarts on a schema edit saying what migration is missing, and stops on a Ctrl-C', async () => {
   await withTempDir(async (dir) => {
     projectCopy(dir);
     const { child, output, waitFor } = startDev(dir);
@@ -79,10 +79,13 @@ dev('serves from source, restarts on a schema edit saying what migration is miss
       const document = await (await fetch(`${second}/openapi.json`)).text();
       assert.match(document, '"reader"');
     } finally {
-      process.kill(-(child.pid as number), 'SIGTERM');
+      // What a terminal's Ctrl-C does: SIGINT to the whole group, tsx watch and the service, which tsx watch relays it to too.
+      process.kill(-(child.pid as number), 'SIGINT');
     }
-    assert.is(await exited, 0, output());
-    assert.match(output(), 'stopped: database checkpointed and closed');
+    // npm's own exit on a signal is npm's (it ends by the signal): what counts is how the service stopped.
+    await waitFor(/stopped: database checkpointed and closed/);
+    await exited;
+    assert.not.match(output(), 'second signal', 'the relayed signal is not taken for a second Ctrl-C');
   });
 });
 
