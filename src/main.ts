@@ -128,6 +128,13 @@ async function checkBeforeMigrating(config: Config): Promise<Registry> {
   return createRegistry(schema);
 }
 
+/**
+ * A second signal this soon after the first is the first one delivered twice, not a person asking again: a
+ * terminal's Ctrl-C reaches its whole process group, so a watcher (`npm run dev`'s tsx watch) and this process
+ * both get it, and the watcher relays it.
+ */
+const REPEATED_SIGNAL_MS = 200;
+
 /** Serves HTTP in this process until told to stop (a signal, or the cluster primary). */
 async function serve(config: Config, logger: Logger): Promise<void> {
   const registry = await checkBeforeMigrating(config);
@@ -167,13 +174,18 @@ async function serve(config: Config, logger: Logger): Promise<void> {
    * checkpoint the WAL, close the database and exit 0. A second signal stops at once.
    */
   let stopping = false;
+  let stopBegan = 0;
+  let stopped = false;
   const stop = (reason: string) => {
+    // Once stopped, nothing is left to drop: a late signal (a watcher's relay of the same Ctrl-C) changes nothing.
+    if (stopped || (stopping && performance.now() - stopBegan < REPEATED_SIGNAL_MS)) return;
     if (stopping) {
       logger.warn({ reason }, 'second signal: stopping now, dropping requests in flight');
       if (!isPostgres(database)) closeDatabase(database); // PostgreSQL rolls back what the dropped connections held
       process.exit(1);
     }
     stopping = true;
+    stopBegan = performance.now();
     logger.info({ reason, graceMs: config.shutdownTimeoutMs }, 'stopping: no new connections, finishing requests in flight');
     app.beginShutdown();
     const force = setTimeout(() => {
@@ -184,6 +196,7 @@ async function serve(config: Config, logger: Logger): Promise<void> {
       clearTimeout(force);
       app.close();
       const unchecked = await close(database);
+      stopped = true;
       if (isPostgres(database)) logger.info('stopped: connection pool drained and closed');
       else if (unchecked)
         logger.warn(

@@ -1,6 +1,7 @@
 // `npm run db:generate [-- --name <what_changed>]`: drizzle-kit's SQLite migration, then the PostgreSQL one
 // (drizzle-kit's API over toPgTables, in drizzle-kit's folder format), then each engine's search index
-// migration when `searchable()` declarations changed; `--check` exits 1 when any of them drifts.
+// migration when `searchable()` declarations changed; each folder written to is proven by applying its whole chain to a
+// new database (src/cli/prove.ts) before anything is written to the real folders; `--check` exits 1 when any of them drifts.
 // Development only (run through tsx): drizzle-kit is a devDependency, so nothing the service loads imports this.
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -20,8 +21,11 @@ import {
 import { is } from 'drizzle-orm';
 import { getTableConfig, getViewConfig, type PgColumn, type PgTable, PgView } from 'drizzle-orm/pg-core';
 import * as internal from '../db/internal-schema.js';
+import { MigrationError, StatementError, shortened } from '../db/migrate.js';
 import { toPgTables } from '../db/pg-schema.js';
 import { pgSearchStatements, type SearchState, searchChanges, searchStateOf, sqliteSearchStatements } from '../db/search.js';
+import { createRegistry, RegistryError, type Resource } from '../resources.js';
+import { commitStage, copyOf, discardStage, realPathOf, type Stage, type StagedFile, stagedFiles, stageFolders } from './staging.js';
 import { runAsCommand, UsageError } from './usage.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -239,18 +243,224 @@ export function generateSearchMigration(
   return { tag, statements };
 }
 
-/** Runs `drizzle-kit generate` (SQLite) with a config; returns the tag it wrote, if any. */
-function generateSqlite(config: string, sqliteFolder: string, name?: string): string | undefined {
+/**
+ * A copy of the drizzle-kit config `config` whose `out` is `folder` (drizzle-kit reads `out` relative to the
+ * working directory, as the schema paths, which stay as they are): drizzle-kit writes into the scratch copy.
+ */
+async function stagedConfig(config: string, folder: string, stage: Stage): Promise<string> {
+  const settings = (await import(pathToFileURL(resolve(config)).href)).default as Record<string, unknown>;
+  const path = join(stage.root, 'drizzle.config.ts');
+  writeFileSync(path, `export default ${JSON.stringify({ ...settings, out: relative(process.cwd(), folder) })};\n`);
+  return path;
+}
+
+/**
+ * Runs `drizzle-kit generate` (SQLite) with a config; returns the tag it wrote, if any, and its output, which
+ * names the scratch copy: shown only when something went wrong, unless it asks a question, which needs the terminal.
+ */
+function generateSqlite(config: string, sqliteFolder: string, name: string | undefined, asks: boolean) {
   const before = readJournal(sqliteFolder, 'sqlite').entries.length;
   const bin = join(dirname(createRequire(import.meta.url).resolve('drizzle-kit/api')), 'bin.cjs');
   const args = [bin, 'generate', '--config', config, ...(name ? ['--name', name] : [])];
-  const { status } = spawnSync(process.execPath, args, { stdio: 'inherit' });
-  if (status !== 0) throw new UsageError(`drizzle-kit generate --config ${config} failed (exit code ${status})`);
+  const run = spawnSync(process.execPath, args, { stdio: asks ? 'inherit' : 'pipe', encoding: 'utf8' });
+  const output = `${run.stdout ?? ''}${run.stderr ?? ''}`;
+  if (run.status !== 0) {
+    process.stderr.write(output);
+    throw new UsageError(`drizzle-kit generate failed (exit code ${run.status})`);
+  }
   const entries = readJournal(sqliteFolder, 'sqlite').entries;
-  return entries.length > before ? entries.at(-1)?.tag : undefined;
+  return { tag: entries.length > before ? entries.at(-1)?.tag : undefined, output };
+}
+
+/**
+ * drizzle-kit's SQLite migration for `schema`. A rename question is refused where nobody can answer it (drizzle-kit
+ * would fail on its prompt with a stack trace), as PostgreSQL's is; and drizzle-kit exits 0 on some failures (a
+ * path it cannot read), so a changed schema it wrote nothing for is refused too.
+ */
+async function writeSqliteMigration(schema: Record<string, unknown>, config: string, sqliteFolder: string, name?: string) {
+  const { question, statements } = await sqliteDiff(schema, sqliteFolder);
+  if (question && !canAsk()) throw cannotAsk(question);
+  const { tag, output } = generateSqlite(config, sqliteFolder, name, Boolean(question));
+  if (!tag && !question && statements.length > 0) {
+    process.stderr.write(output);
+    throw new UsageError('drizzle-kit generate wrote no migration for a schema that changed: see its output above');
+  }
+  return tag;
 }
 
 const shown = (path: string) => relative(process.cwd(), path) || '.';
+
+/** Where a run writes (the scratch copies), and how: with a drizzle-kit config, drizzle-kit writes the SQLite migration. */
+interface Targets {
+  sqliteFolder: string;
+  pgFolder: string;
+  sqliteConfig?: string;
+  name?: string;
+}
+
+/** Writes the migrations the schema needs: drizzle-kit's SQLite one (with a config), the PostgreSQL one, then each engine's search index. */
+async function writeMigrations(schema: Record<string, unknown>, { sqliteFolder, pgFolder, sqliteConfig, name }: Targets): Promise<void> {
+  const sqliteTag = sqliteConfig ? await writeSqliteMigration(schema, sqliteConfig, sqliteFolder, name) : undefined;
+  // Without --name, the PostgreSQL migration is named like the SQLite one drizzle-kit just wrote.
+  await generatePgMigration(schema, pgFolder, name ?? sqliteTag?.replace(/^\d+_/, '') ?? 'schema_change');
+  // The search indexes follow the tables they index (a new searchable table is created just before).
+  const searchName = name ?? 'search';
+  if (sqliteConfig) generateSearchMigration(schema, sqliteFolder, 'sqlite', searchName);
+  generateSearchMigration(schema, pgFolder, 'postgresql', searchName);
+}
+
+/** A chain that did not apply to its scratch database. */
+interface ProofFailure {
+  engine: 'SQLite' | 'PostgreSQL';
+  folder: string;
+  error: unknown;
+}
+
+/** The kinds the service would serve from `schema`, whose change-feed triggers the proof installs as a start does. */
+function resourcesOf(schema: Record<string, unknown>): Resource[] {
+  try {
+    return createRegistry(schema).resources;
+  } catch (error) {
+    if (!(error instanceof RegistryError)) throw error;
+    console.error(
+      `generate: warning: the service would refuse this schema (${error.message}); proving the migrations without the change feed`,
+    );
+    return [];
+  }
+}
+
+/**
+ * Applies the whole chain of each folder this run wrote a migration to (`added`: the files it added) to a
+ * new database of its engine, with the service's migrator; a migration that cannot run is found here, not
+ * at the next start. Returns the chains that failed.
+ */
+async function proveWritten(
+  schema: Record<string, unknown>,
+  added: string[],
+  { sqliteFolder, pgFolder }: Targets,
+  stage: Stage,
+): Promise<ProofFailure[]> {
+  const wroteTo = (folder: string) => added.some((path) => dirname(path) === folder && path.endsWith('.sql'));
+  const chains = [
+    { engine: 'SQLite', folder: sqliteFolder, prove: 'proveSqlite' },
+    { engine: 'PostgreSQL', folder: pgFolder, prove: 'provePostgres' },
+  ] as const;
+  if (!chains.some((c) => wroteTo(c.folder))) return [];
+  const resources = resourcesOf(schema);
+  // Loaded here: the drift check (db:check, npm run dev) does not pay for PGlite.
+  const provers = await import('./prove.js');
+  const failures: ProofFailure[] = [];
+  for (const { engine, folder, prove } of chains) {
+    if (!wroteTo(folder)) continue;
+    try {
+      const { applied, on } = await provers[prove](folder, resources);
+      console.log(
+        `${engine}: proved: the ${applied.length} migration(s) of ${shown(realPathOf(stage, folder))} apply in order to ${on}, the change feed's triggers too`,
+      );
+    } catch (error) {
+      if (!(error instanceof MigrationError)) throw error;
+      failures.push({ engine, folder, error });
+    }
+  }
+  return failures;
+}
+
+/** The command that runs this one, as the user typed it (`npm run db:generate`, or the tests' db:generate:test). */
+const command = () =>
+  `npm run ${process.env.npm_lifecycle_event?.startsWith('db:generate') ? process.env.npm_lifecycle_event : 'db:generate'}`;
+
+/**
+ * drizzle-kit's rebuild of a SQLite table (create `__new_<table>`, copy the rows, drop, rename: how it
+ * changes what ALTER TABLE cannot, such as a CHECK) that copies a column the old table does not have yet: a
+ * column added in the same change. The table and the column, when `refused` is that.
+ */
+export function rebuildOfNewColumn({ statement, reason }: StatementError): { table: string; column: string } | undefined {
+  const table = /^INSERT INTO [`"]__new_([^`"]+)[`"]/.exec(statement)?.[1];
+  const column = /no such column: "?([^"\s]+)"?/.exec(reason)?.[1];
+  return table && column ? { table, column } : undefined;
+}
+
+/** What to do about a refused statement, for the person who just changed `schemaPath`. */
+function remedy(refused: StatementError, schemaPath: string, writtenNow: boolean): string {
+  const rebuild = rebuildOfNewColumn(refused);
+  if (rebuild && writtenNow) {
+    return [
+      `why: drizzle-kit rebuilds the table ${rebuild.table} (SQLite cannot add a CHECK or change a constraint in place) and copies "${rebuild.column}" from the old table, which does not have that column yet`,
+      `what to do: make the change in two migrations. Take the new check() (or the other constraint change) of ${rebuild.table} out of ${shown(schemaPath)}, keep the new column(s), run \`${command()} -- --name add_${rebuild.column}\`; then put the check back and run \`${command()} -- --name <the_check>\``,
+    ].join('\n');
+  }
+  if (writtenNow) {
+    return `what to do: change ${shown(schemaPath)} so that this statement can run on a new database (or make the change in smaller steps, one migration each), then run \`${command()}\` again`;
+  }
+  return "what to do: that migration, committed before this run, fails on a new database whatever the change: if no database has applied it, remove it (its .sql, its snapshot, its journal entry) and generate it again; this run's migration is not kept, as it could not be proven";
+}
+
+/** The refused statement behind a migrator's one-line MigrationError, when a statement was refused. */
+function refusedStatementOf(error: unknown): StatementError | undefined {
+  for (let cause = error; cause; cause = (cause as { cause?: unknown }).cause) if (cause instanceof StatementError) return cause;
+  return undefined;
+}
+
+/** The report of a chain that failed: which file, which statement, the database's reason, what to do. */
+function explainFailure({ engine, folder, error }: ProofFailure, schemaPath: string, added: string[], stage: Stage): string {
+  const refused = refusedStatementOf(error);
+  const real = (path: string) => shown(realPathOf(stage, path));
+  if (!refused) return `generate: the ${engine} migrations of ${real(folder)} do not apply to a new database: ${(error as Error).message}`;
+  const writtenNow = added.includes(refused.file);
+  const file = real(refused.file);
+  return [
+    `generate: ${file}${writtenNow ? ', generated just now,' : ''} cannot run: ${engine} refused the statement at ${file}:${refused.line}`,
+    `  ${shortened(refused.statement, 200)}`,
+    `  ${refused.reason}`,
+    remedy(refused, schemaPath, writtenNow),
+  ].join('\n');
+}
+
+/** The migrations the run generated (its .sql files, by engine), as `SQLite: migrations/0004_x.sql (7 statement(s))`. */
+function reportGenerated(files: StagedFile[], { sqliteFolder, pgFolder }: Targets): void {
+  for (const { staged, real } of files) {
+    if (!staged.endsWith('.sql')) continue;
+    const engine = dirname(staged) === sqliteFolder ? 'SQLite' : dirname(staged) === pgFolder ? 'PostgreSQL' : undefined;
+    if (!engine) continue;
+    const statements = readFileSync(staged, 'utf8')
+      .split('--> statement-breakpoint')
+      .filter((s) => s.trim()).length;
+    console.log(`${engine}: generated ${shown(real)} (${statements} statement(s))`);
+  }
+}
+
+/**
+ * Generates into scratch copies of the folders, proves each chain it added to, and only then copies what it
+ * wrote into the real folders; a run that fails leaves them as they were.
+ */
+async function generateProven(schema: Record<string, unknown>, folders: Targets, schemaPath: string): Promise<number> {
+  const { sqliteFolder, pgFolder } = folders;
+  const stage = stageFolders([sqliteFolder, pgFolder]);
+  try {
+    const sqliteConfig = folders.sqliteConfig && (await stagedConfig(folders.sqliteConfig, copyOf(stage, sqliteFolder), stage));
+    const staged = { ...folders, sqliteFolder: copyOf(stage, sqliteFolder), pgFolder: copyOf(stage, pgFolder), sqliteConfig };
+    await writeMigrations(schema, staged);
+    const files = stagedFiles(stage);
+    if (files.length === 0) {
+      console.log(`no schema changes, nothing written to ${shown(sqliteFolder)} or ${shown(pgFolder)}`);
+      return 0;
+    }
+    reportGenerated(files, staged);
+    const added = files.map((f) => f.staged);
+    const failures = await proveWritten(schema, added, staged, stage);
+    for (const failure of failures) console.error(explainFailure(failure, schemaPath, added, stage));
+    if (failures.length) {
+      console.error(
+        `generate: nothing was written to ${shown(sqliteFolder)} or ${shown(pgFolder)}: the migrations were generated and tried in a scratch copy`,
+      );
+      return 1;
+    }
+    console.log(`wrote ${commitStage(stage).map(shown).join(', ')}`);
+    return 0;
+  } finally {
+    discardStage(stage);
+  }
+}
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
@@ -285,26 +495,7 @@ async function main(): Promise<number> {
     return 0;
   }
 
-  if (values['sqlite-config'] && !canAsk()) {
-    // drizzle-kit would fail on its prompt with a stack trace: the question is refused here first, as PostgreSQL's is.
-    const { question } = await sqliteDiff(schema, sqliteFolder);
-    if (question) throw cannotAsk(question);
-  }
-  const sqliteTag = values['sqlite-config'] ? generateSqlite(values['sqlite-config'], sqliteFolder, values.name) : undefined;
-  // Without --name, the PostgreSQL migration is named like the SQLite one drizzle-kit just wrote.
-  const name = values.name ?? sqliteTag?.replace(/^\d+_/, '') ?? 'schema_change';
-  const report = (what: string, folder: string, { tag, statements }: { tag?: string; statements: string[] }) =>
-    console.log(
-      tag
-        ? `${what}: wrote ${shown(join(folder, `${tag}.sql`))} (${statements.length} statement(s))`
-        : `${what}: no schema changes, nothing written to ${shown(folder)}`,
-    );
-  report('PostgreSQL', pgFolder, await generatePgMigration(schema, pgFolder, name));
-  // The search indexes follow the tables they index (a new searchable table is created just before).
-  const searchName = values.name ?? 'search';
-  if (values['sqlite-config']) report('SQLite search', sqliteFolder, generateSearchMigration(schema, sqliteFolder, 'sqlite', searchName));
-  report('PostgreSQL search', pgFolder, generateSearchMigration(schema, pgFolder, 'postgresql', searchName));
-  return 0;
+  return generateProven(schema, { sqliteFolder, pgFolder, sqliteConfig: values['sqlite-config'], name: values.name }, values.schema);
 }
 
 await runAsCommand(import.meta.url, 'generate', main);

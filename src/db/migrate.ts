@@ -1,7 +1,7 @@
 // Applies the drizzle-kit migrations in migrations/ (found relative to this module, not the cwd): drizzle's files and
 // bookkeeping table, in one IMMEDIATE transaction whose end checks what a table rebuild can break; never generates any.
 import { existsSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, isAbsolute, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type Database from 'better-sqlite3';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
@@ -31,6 +31,57 @@ export class MigrationError extends Error {
 interface JournalEntry {
   tag: string;
   when: number;
+}
+
+/** drizzle-kit writes this between a migration's statements; drizzle's readMigrationFiles splits its files on it. */
+const BREAKPOINT = '--> statement-breakpoint';
+
+/** How long a statement may be in a one-line message before it is cut. */
+const STATEMENT_SHOWN = 100;
+
+/** A path as a person types it here: relative to the working directory when it is inside it. */
+export function shownPath(path: string): string {
+  const inside = relative(process.cwd(), path);
+  return inside && !inside.startsWith('..') && !isAbsolute(inside) ? inside : path;
+}
+
+/** A statement on one line (its runs of white space made one space), cut to `length` characters. */
+export function shortened(statement: string, length = STATEMENT_SHOWN): string {
+  const line = statement.trim().replace(/\s+/g, ' ');
+  return line.length > length ? `${line.slice(0, length - 1)}…` : line;
+}
+
+/** A statement of a migration file that the database refused: the file, where the statement starts, its text and the database's reason. */
+export class StatementError extends Error {
+  override name = 'StatementError';
+  constructor(
+    readonly file: string,
+    readonly line: number,
+    readonly statement: string,
+    readonly reason: string,
+    options?: ErrorOptions,
+  ) {
+    super(`${shownPath(file)}:${line} (${shortened(statement)}): ${reason}`, options);
+  }
+}
+
+/**
+ * The StatementError for the `index`th of the statements (`chunks`, as readMigrationFiles split them) of
+ * migration `tag` in `folder`: its line is found from the chunks, which joined again are the file.
+ */
+export function refusedStatement(
+  folder: string,
+  tag: string,
+  chunks: string[],
+  index: number,
+  reason: string,
+  cause: unknown,
+): StatementError {
+  const before = chunks.slice(0, index).join(BREAKPOINT) + (index > 0 ? BREAKPOINT : '');
+  const chunk = chunks[index] ?? '';
+  const leading = chunk.slice(0, chunk.length - chunk.trimStart().length);
+  const line = (before + leading).split('\n').length;
+  return new StatementError(join(folder, `${tag}.sql`), line, chunk.trim(), reason, { cause });
 }
 
 /** The migrations of a drizzle-kit folder, oldest first (either engine's). */
@@ -223,9 +274,17 @@ function applyPending(sqlite: Database.Database, folder: string, afterApplied?: 
         const record = sqlite.prepare(`INSERT INTO "${MIGRATIONS_TABLE}" ("hash", "created_at") VALUES (?, ?)`);
         const applied: string[] = [];
         for (const migration of pending) {
-          for (const statement of migration.sql) if (statement.trim()) sqlite.exec(statement);
+          const tag = tags.get(migration.folderMillis) ?? String(migration.folderMillis);
+          migration.sql.forEach((statement, i) => {
+            if (!statement.trim()) return;
+            try {
+              sqlite.exec(statement);
+            } catch (error) {
+              throw refusedStatement(folder, tag, migration.sql, i, (error as Error).message, error);
+            }
+          });
           record.run(migration.hash, migration.folderMillis);
-          applied.push(tags.get(migration.folderMillis) ?? String(migration.folderMillis));
+          applied.push(tag);
         }
         refuseNewDangling(dangling, danglingRows(sqlite));
         keepSequences(sqlite, marks);
@@ -286,6 +345,6 @@ export async function applyMigrations(
       rmSync(backup, { force: true });
       dropEmptyFolder();
     }
-    throw new MigrationError(`migration failed, nothing was applied: ${(error as Error).message}`);
+    throw new MigrationError(`migration failed, nothing was applied: ${(error as Error).message}`, { cause: error });
   }
 }

@@ -3,7 +3,17 @@
 import { fileURLToPath } from 'node:url';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import type pg from 'pg';
-import { changedSince, MigrationError, type MigrationStatus, type Recorded, readJournal, refuseUnknown, statusOf } from './migrate.js';
+import {
+  changedSince,
+  MigrationError,
+  type MigrationStatus,
+  type Recorded,
+  readJournal,
+  refusedStatement,
+  refuseUnknown,
+  StatementError,
+  statusOf,
+} from './migrate.js';
 import type { PostgresHandle } from './postgres.js';
 
 /** The committed PostgreSQL migrations; the same from src/db (tsx) and dist/db (compiled). */
@@ -37,6 +47,12 @@ export async function pgMigrationStatus({ pool }: PostgresHandle, folder = PG_MI
   return statusOf(await appliedMillis(pool), folder);
 }
 
+/** PostgreSQL's message, with its detail when it has one: the detail names what failed (`Key (name)=(Rex) is duplicated.`), as SQLite's message does. */
+function reasonOf(error: unknown): string {
+  const { detail } = error as { detail?: string };
+  return `${(error as Error).message}${detail ? ` (${detail})` : ''}`;
+}
+
 /** Runs the pending migrations (those not in `done`) in journal order and records each, in one transaction: all of them or none. */
 async function applyPending(
   client: pg.PoolClient,
@@ -51,9 +67,17 @@ async function applyPending(
     await client.query('CREATE SCHEMA IF NOT EXISTS "drizzle"');
     await client.query(`CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint)`);
     for (const migration of readMigrationFiles({ migrationsFolder: folder }).filter((m) => !done.has(m.folderMillis))) {
-      for (const statement of migration.sql) if (statement.trim()) await client.query(statement);
+      const tag = tags.get(migration.folderMillis) ?? String(migration.folderMillis);
+      for (const [i, statement] of migration.sql.entries()) {
+        if (!statement.trim()) continue;
+        try {
+          await client.query(statement);
+        } catch (error) {
+          throw refusedStatement(folder, tag, migration.sql, i, reasonOf(error), error);
+        }
+      }
       await client.query(`INSERT INTO ${MIGRATIONS_TABLE} (hash, created_at) VALUES ($1, $2)`, [migration.hash, migration.folderMillis]);
-      applied.push(tags.get(migration.folderMillis) ?? String(migration.folderMillis));
+      applied.push(tag);
     }
     if (applied.length > 0) await afterApplied?.(client);
     await client.query('COMMIT');
@@ -89,9 +113,9 @@ export async function applyPgMigrations(
       try {
         return { applied: await applyPending(client, folder, new Set(done), afterApplied) };
       } catch (error) {
-        // PostgreSQL's detail names what failed (`Key (name)=(Rex) is duplicated.`), as SQLite's message does.
-        const { detail } = error as { detail?: string };
-        throw new MigrationError(`migration failed, nothing was applied: ${(error as Error).message}${detail ? ` (${detail})` : ''}`);
+        // A statement's refusal names its file and line; one at the commit (a deferred constraint, afterApplied) has no statement to name.
+        const reason = error instanceof StatementError ? error.message : reasonOf(error);
+        throw new MigrationError(`migration failed, nothing was applied: ${reason}`, { cause: error });
       }
     } finally {
       await client.query(`SELECT pg_advisory_unlock(${LOCK_KEY})`).catch(() => {});
