@@ -92,7 +92,7 @@ export function unlistedErrors(listed: number, total: number): string {
 }
 
 /**
- * The error of one element of a bulk request (API.md §7): the same status and detail, each
+ * The error of one element of a bulk request (docs/bulk-and-batch.md): the same status and detail, each
  * `errors[].path` prefixed by the element's index (`3/email`; `3` alone when it named no field).
  * Only a client's refusal (409, 422) is about the element; any other error is returned as it is.
  */

@@ -1,11 +1,11 @@
-// Idempotency-Key for POST (API.md §6): reading the header, the fingerprint a retry must repeat,
+// Idempotency-Key for POST (docs/http-api.md#safe-clients): reading the header, the fingerprint a retry must repeat,
 // and how long a key is kept. The store keeps the first response per key with its write.
 import { createHash } from 'node:crypto';
 import { configure } from 'safe-stable-stringify';
 import { ApiError } from './errors.js';
 import { MAX_JSON_DEPTH } from './validation.js';
 
-/** How long a key is remembered (API.md §6: at least 24 hours). */
+/** How long a key is remembered (docs/http-api.md#safe-clients: at least 24 hours). */
 export const KEY_TTL_MS = 24 * 60 * 60 * 1000;
 const KEY = /^[\x21-\x7e]{1,255}$/;
 

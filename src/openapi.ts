@@ -15,7 +15,7 @@ import { BULK_ELEMENTS } from './validation.js';
 
 const optional = <T>(value: T | undefined): T[] => (value === undefined ? [] : [value]);
 
-/** A schema, or an array of 1–1000 of it: a POST body and its answer, single or bulk (API.md §7). */
+/** A schema, or an array of 1–1000 of it: a POST body and its answer, single or bulk (docs/bulk-and-batch.md). */
 const oneOrMany = (schema: Json): Json => ({
   oneOf: [schema, { type: 'array', items: schema, minItems: BULK_ELEMENTS.min, maxItems: BULK_ELEMENTS.max }],
 });
@@ -111,7 +111,7 @@ function withoutNull(schema: Json): Json {
 }
 
 /**
- * A read-only field as a request body may carry it (API.md §2: a fetched representation can be sent
+ * A read-only field as a request body may carry it (docs/http-api.md#representations: a fetched representation can be sent
  * back). It is not marked readOnly here: OpenAPI tools drop or refuse readOnly members of requests
  * (openapi-fetch's Writable, validating proxies with additionalProperties: false), which would make
  * that promise unusable. The element schema, which describes responses, keeps the mark.
@@ -309,7 +309,7 @@ const byRelevance = (resource: Resource) => resource.searchable.length > 0 && !r
 /** The component name of a kind's `q` parameter, shared by its collection and related lists (GET and HEAD). */
 const searchComponent = (resource: Resource) => `${resource.name}Search`;
 
-/** `q`: full-text search of the kind's searchable fields (API.md §5 "Search"); undefined when it has none. */
+/** `q`: full-text search of the kind's searchable fields (docs/search.md); undefined when it has none. */
 function searchParameter(resource: Resource): Json | undefined {
   if (resource.searchable.length === 0) return undefined;
   const fields = resource.searchable.map((f) => f.key).join(', ');
@@ -659,7 +659,7 @@ function serviceOperation(service: ServiceEndpoint, method: Method, options: Ope
   };
 }
 
-/** `/_batch` (API.md §7): its envelope, its results, and the problem of a failed operation. */
+/** `/_batch` (docs/bulk-and-batch.md): its envelope, its results, and the problem of a failed operation. */
 function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<string, Json> } {
   const json = (schema: Json) => ({ 'application/json': { schema } });
   const errors = (method: Method, ...names: ErrorName[]) =>
@@ -779,7 +779,7 @@ function batchPath(options: OpenApiOptions): { path: Json; schemas: Record<strin
   return { path, schemas };
 }
 
-/** The kinds whose writes the change feed records (API.md §8): tables with a primary key. */
+/** The kinds whose writes the change feed records (docs/changes.md): tables with a primary key. */
 const recordedKinds = (registry: Registry) => registry.resources.filter((r) => !r.readOnlyKind && r.key.length > 0);
 
 /**
@@ -828,7 +828,7 @@ function eventStreamExample(resource: Resource): string {
 }
 
 /**
- * `/_changes` and `/_changes/ticket` (API.md §8): the feed as JSON pages or an endless event stream,
+ * `/_changes` and `/_changes/ticket` (docs/changes.md): the feed as JSON pages or an endless event stream,
  * and the ticket that opens it for an EventSource (which cannot send Authorization). Operations
  * by path and lower-case method; toOpenApi takes those of the methods the app serves there.
  */
@@ -845,7 +845,7 @@ function changesPaths(
   const schemas: Record<string, Json> = {
     'feed.change': {
       type: 'object',
-      description: 'One committed create, update or delete (API.md §8)',
+      description: 'One committed create, update or delete (docs/changes.md)',
       required: ['seq', 'kind', 'id', 'op', 'at'],
       additionalProperties: false,
       properties: {

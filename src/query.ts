@@ -1,4 +1,4 @@
-// Pure parsing of collection query strings (API.md §5): limit, cursor, sort, count, filters, shaping
+// Pure parsing of collection query strings (docs/http-api.md#query-parameters-collections-and-related-lists): limit, cursor, sort, count, filters, shaping
 // and search words, converted to each field's type and bounded. Every failure is a 400 ApiError naming the parameter; no I/O.
 import { type CursorCodec, type CursorValue, Digest, toCursorValue } from './cursor.js';
 import { isInteger, isText } from './db/columns.js';
@@ -21,7 +21,7 @@ export const OPERATORS = ['eq', 'ne', 'gt', 'gte', 'lt', 'lte', 'in', 'contains'
 export type Operator = (typeof OPERATORS)[number];
 
 export const RESERVED = ['limit', 'cursor', 'sort', 'count', 'fields', 'expand', 'q'] as const;
-/** Parameters that shape each element (API.md §5 "Shaping responses"): an element's GET takes these and no other. */
+/** Parameters that shape each element (docs/http-api.md#query-parameters-collections-and-related-lists): an element's GET takes these and no other. */
 export const SHAPING = ['fields', 'expand'] as const;
 export const LIMIT = { min: 1, max: 1000, default: 100 } as const;
 
@@ -127,7 +127,7 @@ const INSTANT = 'an ISO 8601 date or date-time between 0000-01-01 and 9999-12-31
 
 /**
  * Scalar kinds a field can be filtered and sorted by; others (json, blobs) cannot. A server-managed
- * timestamp is stored as ISO 8601 text in UTC: a `timestamp`, compared as such (API.md §1).
+ * timestamp is stored as ISO 8601 text in UTC: a `timestamp`, compared as such (docs/http-api.md#routes).
  */
 export function kindOf(field: Field): 'integer' | 'number' | 'decimal' | 'boolean' | 'string' | 'date' | 'timestamp' | undefined {
   const { dataType, columnType } = field.column;

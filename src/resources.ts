@@ -141,7 +141,7 @@ export interface Resource {
 }
 
 /**
- * A relation `expand=` may add to an element (API.md §5): to-one, this kind's `field` names one
+ * A relation `expand=` may add to an element (docs/http-api.md#query-parameters-collections-and-related-lists): to-one, this kind's `field` names one
  * `target` element; to-many, the `target` elements whose `field` names this one.
  */
 export interface Expansion {
@@ -249,7 +249,7 @@ const isCanonicalNumber = (text: string): boolean => Number.isFinite(Number(text
 
 /**
  * Parses one key value from its (decoded) text, which must be the text the element's path is written
- * with (API.md §1: one path per element): canonical integers for an integer column, numbers as JS
+ * with (docs/http-api.md#routes: one path per element): canonical integers for an integer column, numbers as JS
  * writes them for REAL, base64 with its padding for a BLOB. A key without a type takes a number when the
  * text is one as JS writes it, else the text: its numeric keys are reached, and a text key spelled as such
  * a number is not (SQLite tells `5` from `'5'`). A NUMERIC key is compared as a number by both engines
@@ -273,7 +273,7 @@ function keyParser(field: Field): (text: string) => KeyValue | undefined {
 
 /**
  * How a kind's key travels in a path: one value as its own segment, or a composite key's values
- * in key order joined by `,` (a `,` or `%` inside a value percent-encoded), per API.md §1.
+ * in key order joined by `,` (a `,` or `%` inside a value percent-encoded), per docs/http-api.md#routes.
  */
 function keyCodec(key: Field[], path: string): Pick<Resource, 'parseId' | 'idOf' | 'keyValues' | 'elementPath'> {
   const parsers = key.map(keyParser);

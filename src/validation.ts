@@ -200,7 +200,7 @@ function repeats(value: unknown, held: unknown, key?: string): boolean {
  * Sorts the own keys of `body` before zod sees it: read-only ones must repeat `current` (or, with no
  * `current`, not appear), unknown ones are errors, and the rest are copied for validation. Checking
  * the key set here keeps zod's work bounded by the schema, not by how many keys a client sends.
- * @see ../shared/API.md §2
+ * @see docs/http-api.md#representations
  */
 function sortKeys(resource: Resource, body: Row, readOnly: Set<string>, fields: Set<string>, current?: Row) {
   const data: Row = Object.create(null);
@@ -255,7 +255,7 @@ export function toCreateRow(resource: Resource, body: unknown, fixed: Row = {}):
   return parseWith(resource, schema, data, errors, unknown);
 }
 
-/** How many elements one bulk create may hold (API.md §7). */
+/** How many elements one bulk create may hold (docs/bulk-and-batch.md). */
 export const BULK_ELEMENTS = { min: 1, max: 1000 } as const;
 
 /** Validates a bulk create: 1–1000 elements, each as toCreateRow; the first refused element's errors, prefixed by its index. */

@@ -1,4 +1,4 @@
-// POST /_batch (API.md §7): 1–100 operations on resource paths, run in order in one transaction of
+// POST /_batch (docs/bulk-and-batch.md): 1–100 operations on resource paths, run in order in one transaction of
 // their own, each answered by the same compiled route as alone; the first failure rolls all back.
 import { performance } from 'node:perf_hooks';
 import type { Config } from '../config.js';

@@ -12,7 +12,7 @@ export const STREAM_HEADERS = {
   'X-Accel-Buffering': 'no', // nginx: pass events on as they come
 } as const;
 
-/** A change as clients see it (API.md §8). */
+/** A change as clients see it (docs/changes.md). */
 export interface Change {
   seq: number;
   kind: string;

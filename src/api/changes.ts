@@ -1,4 +1,4 @@
-// GET /_changes (API.md §8): a page of the change log as JSON, or an endless Server-Sent Events
+// GET /_changes (docs/changes.md): a page of the change log as JSON, or an endless Server-Sent Events
 // stream of it; and GET /_changes/ticket, which lets a browser's EventSource authenticate.
 import Negotiator from 'negotiator';
 import type { Logger } from 'pino';
@@ -209,7 +209,7 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
     res.setHeader('Vary', held === undefined ? 'Accept' : `${held}, Accept`);
     const query = parseQuery(req.query, kinds);
     if (query.ticket !== undefined && !tickets.valid(query.ticket)) {
-      // Without authentication a ticket opens nothing: a bad one is a bad parameter, never a 401 (API.md §4).
+      // Without authentication a ticket opens nothing: a bad one is a bad parameter, never a 401 (docs/http-api.md#errors).
       if (!config.authToken) throw invalid('ticket', 'is not valid or has expired; get a new one from GET /_changes/ticket');
       throw new ApiError('unauthorized', 'The ticket is not valid or has expired; get a new one from GET /_changes/ticket.', {
         headers: { 'WWW-Authenticate': 'Bearer realm="restable", error="invalid_token"' },

@@ -51,7 +51,7 @@ export interface Endpoint {
   produces?: string;
   /** False for files served as they are (the docs' assets: any Accept gets them) and pages that negotiate themselves (/docs). */
   negotiates?: boolean;
-  /** Whether GET (and HEAD) take the list query language of API.md §5; any other parameter is a 400. */
+  /** Whether GET (and HEAD) take the list query language of docs/http-api.md#query-parameters-collections-and-related-lists; any other parameter is a 400. */
   lists?: boolean;
   /** Whether GET (and HEAD) take the shaping parameters of one element (`fields`); the handler reads them. */
   shapes?: boolean;
@@ -236,12 +236,12 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
   };
 
   /**
-   * POST: validate and create, once per Idempotency-Key when the client sends one (API.md §6). `path`
+   * POST: validate and create, once per Idempotency-Key when the client sends one (docs/http-api.md#safe-clients). `path`
    * is the collection's as the service spells it, so that a retry spelling it otherwise (`/%75sers`) is the same request.
    */
   const create = (req: Request, res: Response, resource: Resource, kind: KindStore, path: string, fixed?: Row) => {
     const key = parseIdempotencyKey(req.headers['idempotency-key']);
-    // An array is a bulk create (API.md §7), with its own body limit.
+    // An array is a bulk create (docs/bulk-and-batch.md), with its own body limit.
     return then(body(req, JSON_BODY, arrayLimit), (input) => {
       // Validated before the key's fingerprint is computed: a refused body costs no canonical hash.
       const valid = Array.isArray(input) ? toCreateRows(resource, input, fixed) : toCreateRow(resource, input, fixed);

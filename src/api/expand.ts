@@ -1,4 +1,4 @@
-// Adds the relations `expand=` names to a page of elements (API.md §5): one query per relation and level
+// Adds the relations `expand=` names to a page of elements (docs/http-api.md#query-parameters-collections-and-related-lists): one query per relation and level
 // for the whole page (its keys as one bound list), never one per element; synchronous on a synchronous store.
 import { ApiError } from '../errors.js';
 import type { ExpandNode } from '../query.js';

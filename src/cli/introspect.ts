@@ -459,7 +459,7 @@ function namedRelations(tables: TableModel[], names: Names): NamedRelation[] {
   const byName = new Map(tables.map((t) => [t.name, t]));
   const segments = new Set(tables.map((t) => t.name));
   const named: NamedRelation[] = [];
-  // Only a foreign key to the parent's primary key is a related path (API.md §1); one to another unique column is not.
+  // Only a foreign key to the parent's primary key is a related path (docs/http-api.md#routes); one to another unique column is not.
   const toKey = (fk: ForeignKeyModel) => {
     const key = byName.get(fk.parent)?.key ?? [];
     return fk.to.length === key.length && fk.to.every((column, i) => column.toLowerCase() === key[i]?.toLowerCase());

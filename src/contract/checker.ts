@@ -108,7 +108,7 @@ function parseEvents(text: string): { events: ServerEvent[]; rest: string } {
 
 /**
  * The fields of `element` that make up its key, in key order, read off the Location that names it: the
- * last segment's values (joined by `,`, each percent-encoded: API.md §1) matched with the element's own;
+ * last segment's values (joined by `,`, each percent-encoded: docs/http-api.md#routes) matched with the element's own;
  * undefined when a value matches no field or several (`{count: 7, id: 7}`): a guess could name another element.
  */
 function keyFieldsOf(element: unknown, location: string): string[] | undefined {
@@ -236,7 +236,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
   }
 
   const paths = doc.paths as Record<string, Json>;
-  /** Whether a POST takes a batch envelope (API.md §7): `{"operations": [{"method", "path", …}]}`. */
+  /** Whether a POST takes a batch envelope (docs/bulk-and-batch.md): `{"operations": [{"method", "path", …}]}`. */
   const isBatch = (operation: Json | undefined) => {
     const content = resolve(operation?.requestBody)?.content ?? {};
     const items = resolve(resolve(resolve(content['application/json']?.schema)?.properties?.operations)?.items);
@@ -450,7 +450,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
   /** A report cell of what was received, followed by the first of `errors` when there are any. */
   const noting = (received: string, errors: string[]) => (errors.length > 0 ? `${received}, ${firstOf(errors)}` : received);
 
-  /** Whether a GET is a change feed (API.md §8): besides JSON, it answers an event stream. */
+  /** Whether a GET is a change feed (docs/changes.md): besides JSON, it answers an event stream. */
   const isFeed = (operation: Json | undefined) => Boolean(resolve(resolve(operation?.responses)?.['200'])?.content?.[EVENT_STREAM]);
 
   /**
@@ -515,7 +515,7 @@ export async function checkContract(baseUrl: string, doc: Json, options: CheckOp
   }
 
   /**
-   * A change feed (API.md §8), never read to the end of its stream. HEAD: 200 as JSON and as an event
+   * A change feed (docs/changes.md), never read to the end of its stream. HEAD: 200 as JSON and as an event
    * stream. GET: as JSON, a page valid per the documented schema, which a page of one and its
    * Link rel="next" continue; a query parameter of a value its schema rules out is a 400; an Accept
    * of neither media type is a 406; as an event stream, the first event after Last-Event-ID (one

@@ -1,4 +1,4 @@
-// Full-text search (API.md §5 "Search"): the declaration schema.ts makes next to a table, and the one
+// Full-text search (docs/search.md): the declaration schema.ts makes next to a table, and the one
 // place that spells its index in SQL: an FTS5 external-content table kept by triggers (SQLite), a
 // generated tsvector column with a GIN index (PostgreSQL), and each engine's literal query syntax.
 

@@ -1,4 +1,4 @@
-// The change log behind /_changes (API.md §8), for each engine: the table and the triggers that
+// The change log behind /_changes (docs/changes.md), for each engine: the table and the triggers that
 // record every write in the write's own transaction, and the reads, sequencing and purges of the feed.
 import type Database from 'better-sqlite3';
 import type pg from 'pg';

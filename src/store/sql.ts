@@ -1,5 +1,5 @@
 // What every SQL store shares: queries built once with drizzle and read back with toSQL(), rows made
-// from raw arrays, and the list language of API.md §5 as SQL (filters, keyset, order) per dialect.
+// from raw arrays, and the list language of docs/http-api.md#query-parameters-collections-and-related-lists as SQL (filters, keyset, order) per dialect.
 import { and, Column, eq, gt, gte, inArray, is, isNotNull, isNull, lt, lte, or, Param, Placeholder, SQL, sql } from 'drizzle-orm';
 import { Digest, digestOf } from '../cursor.js';
 import { keepsSeconds, wholeSecond } from '../db/columns.js';
@@ -106,7 +106,7 @@ export class Binder {
 }
 
 /**
- * How a store searches one kind (API.md §5 "Search"), over the placeholder of `q`'s words in the
+ * How a store searches one kind (docs/search.md), over the placeholder of `q`'s words in the
  * engine's query syntax: which rows match, and how well (the relevance order, best first).
  */
 export interface SearchSql {

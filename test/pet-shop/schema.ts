@@ -18,7 +18,7 @@ export const users = sqliteTable('users', {
   ...timestamps,
 });
 
-/** `q=` searches users by name (an FTS5 index on SQLite, tsvector on PostgreSQL: see the README's "Search"). */
+/** `q=` searches users by name (an FTS5 index on SQLite, tsvector on PostgreSQL: see docs/search.md). */
 export const usersSearch = searchable(users, ['name']);
 
 export const pets = sqliteTable(
