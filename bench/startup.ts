@@ -46,10 +46,11 @@ function median(values: number[]): number {
 }
 
 /** One GET on a new connection (node:http, not fetch: the harness's own first fetch would load undici inside the timing). */
+/** A GET as a browser asks for pages (Accept names text/html), so /docs answers its HTML page, not the terminal's note. */
 function get(port: number, path: string): Promise<{ status: number; bytes: number; ms: number }> {
   const at = performance.now();
   return new Promise((done, fail) => {
-    request({ host: '127.0.0.1', port, path, agent: false }, (res) => {
+    request({ host: '127.0.0.1', port, path, agent: false, headers: { accept: 'text/html,application/json;q=0.9' } }, (res) => {
       let bytes = 0;
       res.on('data', (chunk: Buffer) => {
         bytes += chunk.length;

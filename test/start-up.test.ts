@@ -206,6 +206,27 @@ ahead('a column no migration made is named as table.column', async () => {
   });
 });
 
+ahead('npm run migrate warns on stderr about what no migration made, and never says "up to date" then', async () => {
+  const install = await installPetShopWith(
+    "import { sqliteTable as labelsTable, integer as labelsInteger } from 'drizzle-orm/sqlite-core';\n" +
+      "export const labels = labelsTable('labels', { id: labelsInteger('id').primaryKey() });",
+  );
+  await withTempDir(async (dir) => {
+    const path = join(dir, 'app.db');
+    for (let i = 0; i < 2; i++) {
+      const { code, output } = await runScript('cli/migrate.js', { DATABASE_PATH: path }, [], install);
+      assert.is(code, 0, output);
+      assert.ok(
+        output.includes(
+          'migrate: warning: the schema declares what no migration made (labels): run npm run db:generate, then npm run migrate again',
+        ),
+        output,
+      );
+      assert.not.ok(output.includes('up to date'), output);
+    }
+  });
+});
+
 ahead.run();
 
 const writable = suite('a database this process cannot write');

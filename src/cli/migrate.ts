@@ -15,6 +15,7 @@ import * as schema from '../db/schema.js';
 import { refuseUnwritable } from '../db/writable.js';
 import { createRegistry } from '../resources.js';
 import { installPgOn, installSqlite } from '../store/changes.js';
+import { firstNames, missingFrom, pgColumns, sqliteColumns } from '../store/schema-gap.js';
 
 /**
  * The schema's kinds: the change feed's triggers are made in the migrations' transaction, so that a
@@ -31,11 +32,17 @@ function printStatus(label: string, { applied, pending, unknown }: MigrationStat
   if (changed.length) console.log(`changed since applied (the file differs from the one that ran):\n${list(changed)}`);
 }
 
-/** What was applied, then a warning (on stderr) naming the applied migrations edited since they ran, as start-up logs them: none runs again. */
-function printApplied(label: string, applied: string[], changed: string[]): void {
-  console.log(
-    applied.length ? `${label}: applied ${applied.length} migration(s):\n${list(applied)}` : `${label}: up to date, nothing to apply`,
-  );
+/**
+ * What was applied, then warnings (on stderr), as start-up logs them: what the schema declares that no
+ * migration made (never "up to date" then), and the applied migrations edited since they ran (none runs again).
+ */
+function printApplied(label: string, applied: string[], changed: string[], missing: string[]): void {
+  if (applied.length) console.log(`${label}: applied ${applied.length} migration(s):\n${list(applied)}`);
+  else if (!missing.length) console.log(`${label}: up to date, nothing to apply`);
+  if (missing.length)
+    console.error(
+      `migrate: warning: the schema declares what no migration made (${firstNames(missing)}): run npm run db:generate, then npm run migrate again`,
+    );
   if (changed.length)
     console.error(
       `migrate: warning: ${changed.length} applied migration(s) changed since they ran (the file differs from the one that ran; not run again):\n${list(changed)}`,
@@ -66,7 +73,12 @@ async function migrateSqlite(config: Config, status: boolean): Promise<void> {
     try {
       const { applied, backup } = await applyMigrations(database, undefined, undefined, (sqlite) => installSqlite(sqlite, resources()));
       if (backup) console.log(`backed up ${config.databasePath} to ${backup}`);
-      printApplied(config.databasePath, applied, changedMigrations(database));
+      printApplied(
+        config.databasePath,
+        applied,
+        changedMigrations(database),
+        missingFrom(resources(), sqliteColumns(database.sqlite, resources())),
+      );
     } finally {
       closeDatabase(database);
     }
@@ -89,7 +101,7 @@ async function migratePostgres(url: string, config: Config, status: boolean): Pr
     if (status) return printStatus(database.url, await pgMigrationStatus(database), await pgChangedMigrations(database));
     await refuseForeignPostgres(database, resources(), config.databaseAdopt);
     const { applied } = await applyPgMigrations(database, undefined, (client) => installPgOn(client, resources()));
-    printApplied(database.url, applied, await pgChangedMigrations(database));
+    printApplied(database.url, applied, await pgChangedMigrations(database), missingFrom(resources(), await pgColumns(database.pool)));
   } catch (error) {
     if (error instanceof MigrationError) throw error;
     // The server is unreachable, or refuses the login: one line, as for a bad configuration.
