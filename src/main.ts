@@ -177,8 +177,10 @@ async function serve(config: Config, logger: Logger): Promise<void> {
   let stopBegan = 0;
   let stopped = false;
   const stop = (reason: string) => {
-    // Once stopped, nothing is left to drop: a late signal (a watcher's relay of the same Ctrl-C) changes nothing.
-    if (stopped || (stopping && performance.now() - stopBegan < REPEATED_SIGNAL_MS)) return;
+    // Once stopped, nothing is left to drop: a late signal (a watcher's relay of the same Ctrl-C) ends the process
+    // as the graceful stop did, should anything still hold the event loop open.
+    if (stopped) process.exit(process.exitCode ?? 0);
+    if (stopping && performance.now() - stopBegan < REPEATED_SIGNAL_MS) return;
     if (stopping) {
       logger.warn({ reason }, 'second signal: stopping now, dropping requests in flight');
       if (!isPostgres(database)) closeDatabase(database); // PostgreSQL rolls back what the dropped connections held

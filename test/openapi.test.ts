@@ -677,6 +677,17 @@ pages('a browser (its Accept names text/html) gets Swagger UI under the page pol
   assert.is(again.headers.get('etag'), null);
 });
 
+pages('an Accept naming a charset is served as the bare type: the page, or the note', async ({ service }) => {
+  for (const path of ['/docs', '/docs/changes']) {
+    const page = await service.request('GET', path, { headers: { accept: 'text/html; charset=utf-8' } });
+    assert.is(page.status, 200, path);
+    assert.match(page.headers.get('content-type') ?? '', /^text\/html/, path);
+    const note = await service.request('GET', path, { headers: { accept: 'text/plain; charset=utf-8' } });
+    assert.is(note.status, 200, path);
+    assert.is(note.headers.get('content-type'), 'text/plain; charset=utf-8', path);
+  }
+});
+
 pages('an Accept that rules out both is a 406 that points at /openapi.json', async ({ service }) => {
   const reply = await service.request('GET', '/docs', { headers: { accept: 'application/json' } });
   assert.is(reply.status, 406);

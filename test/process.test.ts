@@ -259,6 +259,11 @@ test('a database that cannot be opened, or an address that cannot be bound, is o
     assert.is(refused.code, 1);
     assert.match(refused.output.trim(), /^restable: table "healthz" collides with the service path \/healthz; rename the table$/);
     assert.not.ok(existsSync(join(temp.dir, 'f.db')));
+    // npm run migrate refuses it alike, in one line (no stack trace), before the file is made.
+    const migrateRefused = await runScript('cli/migrate.js', { DATABASE_PATH: join(temp.dir, 'f.db') }, [], colliding);
+    assert.is(migrateRefused.code, 1);
+    assert.match(migrateRefused.output.trim(), /^migrate: table "healthz" collides with the service path \/healthz; rename the table$/);
+    assert.not.ok(existsSync(join(temp.dir, 'f.db')));
   } finally {
     await occupant.stop();
     temp.remove();

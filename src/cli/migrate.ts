@@ -13,15 +13,17 @@ import { applyPgMigrations, pgChangedMigrations, pgMigrationStatus } from '../db
 import { closePostgres, openPostgres } from '../db/postgres.js';
 import * as schema from '../db/schema.js';
 import { refuseUnwritable } from '../db/writable.js';
-import { createRegistry } from '../resources.js';
+import { createRegistry, RegistryError, type Resource } from '../resources.js';
 import { installPgOn, installSqlite } from '../store/changes.js';
 import { firstNames, missingFrom, pgColumns, sqliteColumns } from '../store/schema-gap.js';
 
 /**
- * The schema's kinds: the change feed's triggers are made in the migrations' transaction, so that a
- * service already running records every write to a table a migration made, from its first.
+ * The schema's kinds, read once (a schema the service cannot serve stops here, in one line): the change
+ * feed's triggers are made in the migrations' transaction, so that a service already running records every
+ * write to a table a migration made, from its first.
  */
-const resources = () => createRegistry(schema).resources;
+let registered: Resource[] | undefined;
+const resources = () => (registered ??= createRegistry(schema).resources);
 
 const list = (tags: string[]) => tags.map((t) => `  ${t}`).join('\n');
 
@@ -114,11 +116,12 @@ async function migratePostgres(url: string, config: Config, status: boolean): Pr
 try {
   const { values } = parseArgs({ options: { status: { type: 'boolean', default: false } } });
   const config = parseConfig();
+  if (!values.status) resources();
   if (config.databaseUrl) await migratePostgres(config.databaseUrl, config, values.status);
   else await migrateSqlite(config, values.status);
 } catch (error) {
   const badArgument = (error as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS');
-  if (!(error instanceof ConfigError || error instanceof MigrationError || badArgument)) throw error;
+  if (!(error instanceof ConfigError || error instanceof MigrationError || error instanceof RegistryError || badArgument)) throw error;
   console.error(`migrate: ${(error as Error).message}`);
   process.exitCode = 1;
 }

@@ -5,6 +5,7 @@ import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import type pg from 'pg';
 import { firstNames } from '../store/schema-gap.js';
+import { DatabaseOpenError } from './client.js';
 import { MIGRATIONS_FOLDER, MigrationError, migrationStatus } from './migrate.js';
 import { PG_MIGRATIONS_FOLDER, pgMigrationStatus } from './pg-migrate.js';
 import type { PostgresHandle } from './postgres.js';
@@ -49,6 +50,9 @@ function sqliteTables(sqlite: Database.Database): string[] {
     .all() as string[];
 }
 
+/** SQLite's codes for a file that is no database it can read: left to openDatabase, whose line says what to do. */
+const LEFT_TO_OPEN = new Set(['SQLITE_NOTADB', 'SQLITE_CORRUPT', 'SQLITE_CANTOPEN']);
+
 /**
  * Refuses the SQLite file at `path` when it holds tables that `declared` (the schema's tables and views) does not name and records no migration of
  * `folder`'s journal, unless `adopt`. It reads the file read-only before the service opens it (which would turn
@@ -57,18 +61,24 @@ function sqliteTables(sqlite: Database.Database): string[] {
  */
 export function refuseForeignSqlite(path: string, declared: readonly Declared[], adopt: boolean, folder = MIGRATIONS_FOLDER): void {
   if (adopt || path === ':memory:' || !existsSync(path)) return;
+  let sqlite: Database.Database;
+  try {
+    sqlite = new Database(path, { readonly: true, fileMustExist: true });
+  } catch {
+    return; // not a database, or not readable: openDatabase says so in its own line
+  }
   let tables: string[];
   let migrated: boolean;
   try {
-    const sqlite = new Database(path, { readonly: true, fileMustExist: true });
-    try {
-      tables = undeclaredTables(sqliteTables(sqlite), namesOf(declared), true);
-      migrated = tables.length > 0 && migrationStatus({ sqlite, db: drizzle({ client: sqlite }) }, folder).applied.length > 0;
-    } finally {
-      sqlite.close();
-    }
-  } catch {
-    return;
+    tables = undeclaredTables(sqliteTables(sqlite), namesOf(declared), true);
+    migrated = tables.length > 0 && migrationStatus({ sqlite, db: drizzle({ client: sqlite }) }, folder).applied.length > 0;
+  } catch (error) {
+    // Not a database, or damaged: openDatabase reports it in its own line. Any other failure (locked past the
+    // timeout, an I/O error) stops start-up here: a file is never adopted unread.
+    if (LEFT_TO_OPEN.has((error as { code?: string }).code ?? '')) return;
+    throw new DatabaseOpenError(`cannot read ${path} to check what it holds: ${(error as Error).message}`);
+  } finally {
+    sqlite.close();
   }
   if (tables.length > 0 && !migrated) throw refusal(path, tables, `npm run introspect -- ${path}`);
 }
@@ -76,8 +86,8 @@ export function refuseForeignSqlite(path: string, declared: readonly Declared[],
 /** PostgreSQL: the tables of the service's schema, without partitions (served through their parent) and extensions' own. */
 async function pgTables(pool: pg.Pool): Promise<string[]> {
   const { rows } = await pool.query<{ name: string }>(
-    `SELECT c.relname AS name FROM pg_class c
-      WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p', 'f', 'm') AND NOT c.relispartition
+    `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'f', 'm') AND NOT c.relispartition
         AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
       ORDER BY c.relname`,
   );
@@ -97,5 +107,5 @@ export async function refuseForeignPostgres(
   if (adopt) return;
   const tables = undeclaredTables(await pgTables(handle.pool), namesOf(declared), false);
   if (tables.length === 0 || (await pgMigrationStatus(handle, folder)).applied.length > 0) return;
-  throw refusal(`the PostgreSQL database ${handle.url}`, tables, `npm run introspect -- --url ${handle.url}`);
+  throw refusal(`the PostgreSQL database ${handle.url}`, tables, 'npm run introspect -- --url "$DATABASE_URL"');
 }

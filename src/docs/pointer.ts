@@ -6,8 +6,11 @@ import Negotiator from 'negotiator';
 import { ApiError } from '../errors.js';
 import { sendText } from '../http.js';
 
-/** The two answers of a page: a browser names text/html; anything else (curl's *\/*, text/plain, none) gets the text. */
-const PAGE_TYPES = ['text/plain', 'text/html'];
+/**
+ * The two answers of a page: a browser names text/html; anything else (curl's *\/*, text/plain, none) gets the
+ * text. Each also as it is sent, with its charset: Negotiator matches a type only with the parameters asked for.
+ */
+const PAGE_TYPES = ['text/plain', 'text/plain; charset=utf-8', 'text/html', 'text/html; charset=utf-8'];
 
 /** Host header values fit to be repeated in a URL (a name or an IP literal, with a port); any other is left out. */
 const HOST = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$/;
@@ -39,7 +42,7 @@ export function pageOrPointer(
     if (type === undefined) {
       throw new ApiError('notAcceptable', `This page answers text/html or text/plain; the API's description is at ${origin}/openapi.json.`);
     }
-    if (type === 'text/html') return sendText(res, 'text/html', html, headers);
+    if (type.startsWith('text/html')) return sendText(res, 'text/html', html, headers);
     sendText(res, 'text/plain', text(origin));
   };
 }
