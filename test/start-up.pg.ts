@@ -37,7 +37,7 @@ adoption('a database of tables the schema does not declare, and none of its migr
     const shown = redactUrl(db.url);
     const line =
       `the PostgreSQL database ${shown} holds 3 table(s) that the schema does not declare (customers, events, invoices) and has applied none of its migrations: ` +
-      `refusing to adopt it. To serve its own tables, run npm run introspect -- --url ${shown}; to add the schema's tables beside them anyway, set DATABASE_ADOPT=true`;
+      `refusing to adopt it. To serve its own tables, run npm run introspect -- --url "$DATABASE_URL"; to add the schema's tables beside them anyway, set DATABASE_ADOPT=true`;
     const started = await runScript('main.js', { DATABASE_URL: db.url });
     assert.is(started.code, 1, started.output);
     assert.is(started.output, `restable: ${line}\n`);
