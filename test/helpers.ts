@@ -311,8 +311,11 @@ export interface Process {
  * A child left running also keeps the test process alive: test/run.mjs ends such a run.
  */
 const running = new Set<ChildProcess>();
+/** Temporary installs, removed when the test process exits: one listener for all (one each warned past ten). */
+const installs = new Set<string>();
 process.on('exit', () => {
   for (const child of running) child.kill('SIGKILL');
+  for (const dir of installs) rmSync(dir, { recursive: true, force: true });
 });
 // Stopped from outside (Ctrl-C, test/run.mjs's watchdog): exit normally, so the line above still runs.
 process.once('SIGINT', () => process.exit(130));
@@ -352,7 +355,7 @@ function installPetShop(): Promise<string> {
     const built = join(ROOT, 'dist');
     if (!existsSync(join(built, 'main.js'))) throw new Error('dist/ is missing: run `npm run build` first');
     const dir = mkdtempSync(join(tmpdir(), 'restable-install-'));
-    process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+    installs.add(dir);
     cpSync(built, join(dir, 'dist'), { recursive: true, filter: (path) => !/\.(map|tsbuildinfo)$/.test(path) });
     cpSync(PET_SHOP_MIGRATIONS, join(dir, 'migrations'), { recursive: true });
     cpSync(join(ROOT, 'package.json'), join(dir, 'package.json'));
@@ -403,7 +406,7 @@ export async function spawnService(env: Record<string, string>, install?: string
  */
 export async function installPetShopWith(addition: string): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), 'restable-variant-'));
-  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  installs.add(dir);
   cpSync(await installPetShop(), dir, { recursive: true });
   const schema = join(dir, 'dist', 'db', 'schema.js');
   writeFileSync(schema, `${readFileSync(schema, 'utf8')}\n${addition}\n`);
