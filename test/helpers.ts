@@ -183,6 +183,17 @@ function adminUrl(): string {
 
 let databases = 0;
 
+/** Runs `sql` on the database at `url` (as other software would), on a connection of its own. */
+export async function runSql(url: string, sql: string): Promise<Record<string, unknown>[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query(sql)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
 /**
  * Creates an empty database on the server at TEST_DATABASE_URL, with a name no other test process
  * uses; `drop` removes it, ending any session still connected (WITH (FORCE)).

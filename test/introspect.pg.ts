@@ -9,7 +9,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { introspect } from '../src/cli/introspect.js';
 import { checkContract } from '../src/contract/checker.js';
-import { createPgDatabase, ROOT, type Service, startService, tempDir } from './helpers.js';
+import { createPgDatabase, ROOT, runSql, type Service, startService, tempDir } from './helpers.js';
 import { COMPOSITE_REFERENCES, checkCompositeReferences, checkExpressionUnique, EXPRESSION_UNIQUE } from './references.helpers.js';
 
 const FIXTURE = join(ROOT, 'test', 'fixtures', 'music-store.pg.sql');
@@ -30,16 +30,6 @@ async function rowsOf(url: string): Promise<string> {
       parts.push(`${name}:${rows.join('\n')}`);
     }
     return parts.join('\n\n');
-  } finally {
-    await client.end();
-  }
-}
-
-async function run(url: string, sql: string): Promise<Record<string, unknown>[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(sql)).rows;
   } finally {
     await client.end();
   }
@@ -78,7 +68,7 @@ async function servePgFixture(ctx: Partial<PgFixture>, sql: string, loaded?: (ur
   const database = await createPgDatabase();
   ctx.url = database.url;
   ctx.drop = database.drop;
-  await run(database.url, sql);
+  await runSql(database.url, sql);
   await loaded?.(database.url);
   const { dir, remove } = schemaDir();
   ctx.remove = remove;
@@ -114,7 +104,7 @@ fromPostgres('the schema declares what SQLite can mean too, and notes the rest',
 fromPostgres(
   'the baseline is recorded, not run; restable adds its own tables; no row changed by reading',
   async ({ service, url, before }) => {
-    const recorded = await run(url, 'SELECT count(*)::int AS n FROM drizzle.__drizzle_migrations');
+    const recorded = await runSql(url, 'SELECT count(*)::int AS n FROM drizzle.__drizzle_migrations');
     assert.is(recorded[0]?.n, 2); // the baseline (recorded by introspect) and restable's tables (applied at start)
     const index = await service.request('GET', '/');
     const hrefs = (index.body.resources as { href: string }[]).map((r) => r.href);
@@ -151,7 +141,7 @@ fromPostgres('writes work and are checked; read-only kinds refuse them', async (
   assert.is(created.body.price, '1.50');
   assert.is(created.body.live, true);
   assert.equal(created.body.meta, { tags: ['ü', 1, null] });
-  const stored = await run(
+  const stored = await runSql(
     url,
     `SELECT "Meta" AS meta, pg_typeof("Meta")::text AS type FROM "Album" WHERE "AlbumId" = ${created.body.albumId}`,
   );
@@ -385,7 +375,7 @@ pgNative.after(closePgFixture);
 
 /** The row as PostgreSQL holds it, each value as its own text. */
 async function visitInDatabase(url: string, id: number): Promise<Record<string, unknown> | undefined> {
-  const [row] = await run(
+  const [row] = await runSql(
     url,
     `SELECT "Token"::text AS token, "Mood"::text AS mood, "From"::text AS "from", "Tags"::text AS tags, "Sizes"::text AS sizes,
             "At"::text AS at, "Took"::text AS took, to_char("On", 'YYYY-MM-DD') AS "on", extract(epoch FROM "SeenAt")::text AS seen
@@ -525,7 +515,7 @@ pgNative('a timestamp key: the feed names the element as its path does, and carr
     [['2024-01-01 10:00:00', { at: '2024-01-01 10:00:00', n: 1 }]],
   );
   // Written by another client, whose session writes dates as the database says (SQL, DMY): the feed spells it the same.
-  await run(url, `INSERT INTO "Slot" VALUES ('2024-02-03 04:05:06', 2)`);
+  await runSql(url, `INSERT INTO "Slot" VALUES ('2024-02-03 04:05:06', 2)`);
   const more = await service.request('GET', `/_changes?kinds=Slot&since=${changes.body[0].seq}`);
   assert.equal(
     more.body.map((c: { id: unknown; element: unknown }) => [c.id, c.element]),

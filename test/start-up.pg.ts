@@ -1,25 +1,13 @@
 // start-up.test.ts's adoption and schema-ahead checks on PostgreSQL (DATABASE_URL): a database of someone
 // else's tables is refused, DATABASE_ADOPT goes ahead, a schema ahead of its migrations is one warning line.
-import pg from 'pg';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { readJournal } from '../src/db/migrate.js';
 import { redactUrl } from '../src/db/postgres.js';
-import { createPgDatabase, installPetShopWith, PET_SHOP_PG_MIGRATIONS, request, runScript, spawnService } from './helpers.js';
+import { createPgDatabase, installPetShopWith, PET_SHOP_PG_MIGRATIONS, request, runScript, runSql, spawnService } from './helpers.js';
 
 if (!process.env.TEST_DATABASE_URL)
   throw new Error('TEST_DATABASE_URL is not set: the .pg.ts suites need a PostgreSQL server (an admin URL)');
-
-/** Runs `sql` on the database at `url` (as other software would), on a connection of its own. */
-async function run(url: string, sql: string): Promise<Record<string, unknown>[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(sql)).rows;
-  } finally {
-    await client.end();
-  }
-}
 
 /** Tables of another application: a partitioned one (its partitions are not counted), a plain one with a row. */
 const FOREIGN = `CREATE TABLE customers (id integer PRIMARY KEY, name text NOT NULL);
@@ -33,7 +21,7 @@ const adoption = suite('adopting an existing PostgreSQL database');
 adoption('a database of tables the schema does not declare, and none of its migrations, is refused in one line, unchanged', async () => {
   const db = await createPgDatabase();
   try {
-    await run(db.url, FOREIGN);
+    await runSql(db.url, FOREIGN);
     const shown = redactUrl(db.url);
     const line =
       `the PostgreSQL database ${shown} holds 3 table(s) that the schema does not declare (customers, events, invoices) and has applied none of its migrations: ` +
@@ -44,7 +32,7 @@ adoption('a database of tables the schema does not declare, and none of its migr
     const migrated = await runScript('cli/migrate.js', { DATABASE_URL: db.url });
     assert.is(migrated.code, 1, migrated.output);
     assert.is(migrated.output, `migrate: ${line}\n`);
-    const left = await run(db.url, "SELECT relname FROM pg_class WHERE relname LIKE 'restable%' OR relname = '__drizzle_migrations'");
+    const left = await runSql(db.url, "SELECT relname FROM pg_class WHERE relname LIKE 'restable%' OR relname = '__drizzle_migrations'");
     assert.equal(left, []);
   } finally {
     await db.drop();
@@ -54,7 +42,7 @@ adoption('a database of tables the schema does not declare, and none of its migr
 adoption('DATABASE_ADOPT=true serves the schema beside them; adopted, or migrated and added to later, it starts without', async () => {
   const db = await createPgDatabase();
   try {
-    await run(db.url, FOREIGN);
+    await runSql(db.url, FOREIGN);
     const adopted = await spawnService({ DATABASE_URL: db.url, DATABASE_ADOPT: 'true' });
     try {
       assert.is((await request(adopted.url, 'POST', '/users', { body: { name: 'A', email: 'a@example.com' } })).status, 201);
@@ -62,11 +50,11 @@ adoption('DATABASE_ADOPT=true serves the schema beside them; adopted, or migrate
     } finally {
       assert.is(await adopted.stop(), 0);
     }
-    await run(db.url, 'CREATE TABLE audit_log (id integer PRIMARY KEY)');
+    await runSql(db.url, 'CREATE TABLE audit_log (id integer PRIMARY KEY)');
     const again = await spawnService({ DATABASE_URL: db.url });
     assert.match(again.output(), /database is up to date/);
     assert.is(await again.stop(), 0);
-    assert.equal(await run(db.url, 'SELECT name FROM customers'), [{ name: 'Ada' }]);
+    assert.equal(await runSql(db.url, 'SELECT name FROM customers'), [{ name: 'Ada' }]);
   } finally {
     await db.drop();
   }
