@@ -1,6 +1,5 @@
 // `npm run db:generate` proving what it writes (issue 40): the real command on a temp copy of the pet shop (its
 // schema, both migrations folders, a drizzle-kit config), and the migrators naming the file of a refused statement.
-import { spawn } from 'node:child_process';
 import { cpSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
@@ -10,7 +9,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { MigrationError } from '../src/db/migrate.js';
 import { applyPgMigrations } from '../src/db/pg-migrate.js';
-import { installPetShopWith, PET_SHOP_MIGRATIONS, petShopSchemaSource, ROOT, runScript, withTempDir } from './helpers.js';
+import { installPetShopWith, PET_SHOP_MIGRATIONS, petShopSchemaSource, ROOT, runGenerate, runScript, withTempDir } from './helpers.js';
 
 /** A project of its own in `dir`: the pet shop's schema.ts, its migrations (both engines) and a drizzle-kit config naming them. */
 function petShopProject(dir: string): { schema: string; edit: (change: (source: string) => string) => void } {
@@ -32,21 +31,7 @@ function petShopProject(dir: string): { schema: string; edit: (change: (source: 
 /** Runs `npm run db:generate`'s command in the project `dir` (paths in its messages are relative to it). */
 function generate(dir: string, name: string): Promise<{ code: number | null; output: string }> {
   const args = ['--sqlite-config', 'drizzle.config.ts', '--schema', 'schema.ts', '--out', 'migrations/pg', '--name', name];
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'cli', 'generate.ts'), ...args], {
-    cwd: dir,
-    env: { ...process.env, npm_lifecycle_event: 'db:generate' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.on('data', (chunk) => (output += chunk));
-  child.stderr.on('data', (chunk) => (output += chunk));
-  const timer = setTimeout(() => child.kill('SIGKILL'), 180_000);
-  return new Promise((resolve) =>
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, output });
-    }),
-  );
+  return runGenerate(args, { cwd: dir, env: { ...process.env, npm_lifecycle_event: 'db:generate' }, timeoutMs: 180_000 });
 }
 
 /** Every file of the project's migrations/ (both engines), by path, with its content. */

@@ -183,6 +183,31 @@ function adminUrl(): string {
 
 let databases = 0;
 
+/**
+ * Runs src/cli/generate.ts (`npm run db:generate`'s command, through tsx) with `args` in `cwd`, to its end or
+ * `timeoutMs`; its stdout and stderr as one text.
+ */
+export function runGenerate(
+  args: string[],
+  { cwd = ROOT, env = process.env, timeoutMs = 60_000 }: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+): Promise<{ code: number | null; output: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'cli', 'generate.ts'), ...args], {
+    cwd,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk) => (output += chunk));
+  child.stderr.on('data', (chunk) => (output += chunk));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  return new Promise((resolve) =>
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, output });
+    }),
+  );
+}
+
 /** Runs `sql` on the database at `url` (as other software would), on a connection of its own. */
 export async function runSql(url: string, sql: string): Promise<Record<string, unknown>[]> {
   const client = new pg.Client({ connectionString: url });

@@ -1,7 +1,6 @@
 // PostgreSQL migrations (issue 13): status, apply, five instances migrating at once under the advisory
 // lock, downgrade refusal, the add-a-table story with the generator, and drift checks of both sets.
 // Each test gets its own database on the server at TEST_DATABASE_URL (an admin URL), dropped after.
-import { spawn } from 'node:child_process';
 import { cpSync, existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -12,7 +11,7 @@ import { MIGRATIONS_FOLDER, MigrationError } from '../src/db/migrate.js';
 import { applyPgMigrations, PG_MIGRATIONS_FOLDER, pgMigrationStatus } from '../src/db/pg-migrate.js';
 import { closePostgres, openPostgres, type PostgresHandle } from '../src/db/postgres.js';
 import * as userSchema from '../src/db/schema.js';
-import { PET_SHOP_MIGRATIONS, petShopSchemaSource, ROOT, runScript, withTempDir } from './helpers.js';
+import { PET_SHOP_MIGRATIONS, petShopSchemaSource, ROOT, runGenerate, runScript, withTempDir } from './helpers.js';
 import * as petShop from './pet-shop/schema.js';
 
 const ADMIN_URL = process.env.TEST_DATABASE_URL;
@@ -76,24 +75,6 @@ function petShopCopy(dir: string, edit: (source: string) => string) {
   writeFileSync(join(dir, 'package.json'), '{ "type": "module" }');
   symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
   return { schema, sqliteFolder: join(dir, 'migrations'), pgFolder: join(dir, 'migrations', 'pg') };
-}
-
-/** Runs the generator as `npm run db:generate` does (through tsx); returns its exit code and output. */
-function generate(args: string[]): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'cli', 'generate.ts'), ...args], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.on('data', (chunk) => (output += chunk));
-  child.stderr.on('data', (chunk) => (output += chunk));
-  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  return new Promise((resolve) =>
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, output });
-    }),
-  );
 }
 
 const TAGS_TABLE = `
@@ -272,7 +253,7 @@ story('a table added to the schema gets a generated migration that applies over 
     const copy = petShopCopy(dir, (source) => source + TAGS_TABLE);
     await withHandle(async (handle) => {
       assert.equal(await applyPgMigrations(handle, copy.pgFolder), { applied: TAGS });
-      const { code, output } = await generate(['--schema', copy.schema, '--out', copy.pgFolder, '--name', 'add_tags']);
+      const { code, output } = await runGenerate(['--schema', copy.schema, '--out', copy.pgFolder, '--name', 'add_tags']);
       assert.is(code, 0, output);
       const tag = `${String(TAGS.length).padStart(4, '0')}_add_tags`;
       assert.ok(existsSync(join(copy.pgFolder, `${tag}.sql`)), output);
@@ -298,7 +279,7 @@ story('a table added to the schema gets a generated migration that applies over 
       assert.is((await handle.pool.query('SELECT count(*) AS n FROM tags')).rows[0].n, 1);
     });
 
-    const again = await generate(['--schema', copy.schema, '--out', copy.pgFolder, '--name', 'nothing']);
+    const again = await runGenerate(['--schema', copy.schema, '--out', copy.pgFolder, '--name', 'nothing']);
     assert.is(again.code, 0, again.output);
     assert.match(again.output, /no schema changes, nothing written/);
     assert.not.ok(existsSync(join(copy.pgFolder, `${String(TAGS.length + 1).padStart(4, '0')}_nothing.sql`)));
@@ -325,11 +306,11 @@ drift('a schema with an extra column drifts from both sets, and the check comman
     for (const { statements } of drifts)
       assert.match(statements.join('\n'), /ALTER TABLE [`"]users[`"] ADD (COLUMN )?[`"]nickname[`"] text/);
 
-    const check = await generate(['--check', '--schema', copy.schema, '--out', copy.pgFolder]);
+    const check = await runGenerate(['--check', '--schema', copy.schema, '--out', copy.pgFolder]);
     assert.is(check.code, 1, check.output);
     assert.match(check.output, /PostgreSQL migrations in .* drift from .*schema\.ts/);
     assert.match(check.output, /SQLite migrations in .* drift from .*schema\.ts/);
-    const fine = await generate(['--check', '--schema', join(ROOT, 'test', 'pet-shop', 'schema.ts'), '--out', PG_FOLDER]);
+    const fine = await runGenerate(['--check', '--schema', join(ROOT, 'test', 'pet-shop', 'schema.ts'), '--out', PG_FOLDER]);
     assert.is(fine.code, 0, fine.output);
   });
 });
