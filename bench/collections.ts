@@ -6,8 +6,8 @@ import { Agent, request } from 'node:http';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { closeDatabase, openDatabase } from '../src/db/client.js';
-import { applyMigrations } from '../src/db/migrate.js';
+import { closeDatabase, openDatabase } from '../src/engine/sqlite/connection.js';
+import { applyMigrations } from '../src/engine/sqlite/migrate.js';
 import { startService } from './service.js';
 
 const { values: args } = parseArgs({

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 // @ts-expect-error: a plain ES module of the tests, without types
-import { startCluster, stopCluster } from '../test/pg-cluster.mjs';
+import { startCluster, stopCluster } from '../test/support/pg-cluster.mjs';
 import { freePort, START_ARGV, stop, waitUntilServing } from './processes.js';
 
 const { values: args } = parseArgs({

@@ -33,7 +33,7 @@ const { values: args } = parseArgs({
     // sqlite (the default: the servers above), postgres (floor, restable and the PostgreSQL variants) or both.
     backend: { type: 'string', default: 'sqlite' },
     // A PostgreSQL server to benchmark on (a URL that may create and drop databases); else TEST_DATABASE_URL,
-    // else a throwaway server started for the run (test/pg-cluster.mjs) and stopped at the end.
+    // else a throwaway server started for the run (test/support/pg-cluster.mjs) and stopped at the end.
     'pg-url': { type: 'string' },
   },
 });
@@ -284,7 +284,7 @@ interface Postgres {
   close: () => Promise<void>;
 }
 let postgres: Postgres | undefined;
-/** The server this run started (test/pg-cluster.mjs), so that Ctrl-C can stop it too. */
+/** The server this run started (test/support/pg-cluster.mjs), so that Ctrl-C can stop it too. */
 let ownCluster: { stop: () => void } | undefined;
 
 /** `url` with another database name. */
@@ -307,7 +307,7 @@ async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>
 const PG_SETTINGS = ['fsync', 'synchronous_commit', 'full_page_writes', 'wal_sync_method', 'shared_buffers', 'max_connections'];
 
 /**
- * The server (--pg-url, TEST_DATABASE_URL, or a throwaway one from test/pg-cluster.mjs: fsync and
+ * The server (--pg-url, TEST_DATABASE_URL, or a throwaway one from test/support/pg-cluster.mjs: fsync and
  * synchronous_commit on, the durability SQLite's FULL promises), and the seed: a database migrated
  * by the service's own migrate command, filled with the SQLite seed's rows.
  */
@@ -316,8 +316,9 @@ async function startPostgres(now: string): Promise<Postgres> {
   let where = admin ? `the server at ${new URL(admin).host} given by \`${args['pg-url'] ? '--pg-url' : 'TEST_DATABASE_URL'}\`` : '';
   let dataDir: string | undefined;
   if (!admin) {
-    const script = join(ROOT, 'test/pg-cluster.mjs');
-    if (!existsSync(script)) throw new Error('no PostgreSQL server: pass --pg-url or TEST_DATABASE_URL (test/pg-cluster.mjs is missing)');
+    const script = join(ROOT, 'test/support/pg-cluster.mjs');
+    if (!existsSync(script))
+      throw new Error('no PostgreSQL server: pass --pg-url or TEST_DATABASE_URL (test/support/pg-cluster.mjs is missing)');
     // A variable specifier: the script is plain JavaScript without declarations.
     const cluster = (await import(pathToFileURL(script).href)) as {
       startCluster: (o: { stateFile: string }) => Promise<{ url: string; dir: string }>;
@@ -330,7 +331,7 @@ async function startPostgres(now: string): Promise<Postgres> {
     process.stderr.write('done\n');
     admin = state.url;
     dataDir = state.dir;
-    where = 'a throwaway server on this machine, started for this run (`test/pg-cluster.mjs`) and stopped at the end';
+    where = 'a throwaway server on this machine, started for this run (`test/support/pg-cluster.mjs`) and stopped at the end';
   }
   const prefix = `restable_bench_${process.pid}`;
   const seedName = `${prefix}_seed`;

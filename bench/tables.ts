@@ -52,7 +52,7 @@ ${names.map((name) => `export const ${name} = generated('${name}');`).join('\n')
  * (not linked: migrate.js finds migrations/ next to its own dist/), dist/db/schema.js replaced by a
  * module that re-exports the shipped one and adds the generated tables, and migrations/ the checkout's
  * own plus one more, written by drizzle-kit from the difference between the two schemas. No product
- * code is told it is benchmarked: the two things a user edits are swapped, as test/helpers.ts does.
+ * code is told it is benchmarked: the two things a user edits are swapped, as test/support/helpers.ts does.
  */
 export async function makeWideInstall(root: string, total: number): Promise<WideInstall> {
   const built = join(root, 'dist');

@@ -8,24 +8,24 @@ import { BATCH_PATH, batchEndpoint } from './api/batch.js';
 import { CHANGES_PATH, changesEndpoints } from './api/changes.js';
 import { type CompiledEndpoint, compile, createResourceEndpoints, type Endpoint, type Request, type Response } from './api/compile.js';
 import { createRouteTable } from './api/routes.js';
+import { createTickets } from './auth/tickets.js';
 import type { Config } from './config.js';
-import { createCursorCodec } from './cursor.js';
-import type { DatabaseHandle } from './db/client.js';
-import type { PostgresHandle } from './db/postgres.js';
 import * as defaultSchema from './db/schema.js';
-import { docsEndpoints, serveDocsPage } from './docs.js';
+import { createBackend } from './engine/backend.js';
+import type { PostgresHandle } from './engine/postgres/pool.js';
+import type { DatabaseHandle } from './engine/sqlite/connection.js';
+import { type MaybePromise, then } from './engine/store.js';
 import { ApiError, nothingServedAt, toProblem } from './errors.js';
 import { onFirstUse } from './first-use.js';
-import { createGuards, type IdentifiedResponse } from './guards.js';
-import { type JsonResponse, send, sendJson, sendProblem } from './http.js';
+import { createGuards, type IdentifiedResponse } from './http/guards.js';
+import { type JsonResponse, send, sendJson, sendProblem } from './http/messages.js';
+import { normalizeTarget } from './http/protocol.js';
 import { createRequestLogger } from './logger.js';
-import { toOpenApi } from './openapi.js';
-import { normalizeTarget } from './protocol.js';
-import { parseRequestUrl } from './query-string.js';
-import { createRegistry, READ_METHODS, type Registry } from './resources.js';
-import { createBackend } from './store/backend.js';
-import { type MaybePromise, then } from './store/store.js';
-import { createTickets } from './tickets.js';
+import { createRegistry, READ_METHODS, type Registry } from './model/registry.js';
+import { toOpenApi } from './openapi/document.js';
+import { createCursorCodec } from './request/cursor.js';
+import { parseRequestUrl } from './request/query-string.js';
+import { docsEndpoints, serveDocsPage } from './web/docs.js';
 
 export interface AppOptions {
   /** An open SQLite database, or a PostgreSQL pool; migrated either way. */
@@ -248,7 +248,7 @@ export function createApp({
     } else settle(verdict, req, res);
   };
   const app = polka({ onError: onError as never });
-  // Every parameter read, not the first 1000 (@polka/url's node:querystring default): see query-string.ts.
+  // Every parameter read, not the first 1000 (@polka/url's node:querystring default): see src/request/query-string.ts.
   app.parse = parseRequestUrl;
   // polka routes every path to one middleware (a single loose pattern, one test per request); the
   // route table decides within it, so routing costs the same for 3 tables or 300.

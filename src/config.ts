@@ -75,7 +75,7 @@ const origins = z
 /**
  * Every variable: its name, default, documentation and parser. `doc` is the one text of what a variable is for:
  * printed with a refusal, and the Meaning column of docs/configuration.md (`npm run docs:config` writes it;
- * test/config-doc.test.ts fails while the page is not what it writes).
+ * test/docs/configuration.test.ts fails while the page is not what it writes).
  */
 export const VARIABLES = {
   port: { env: 'PORT', default: '3000', doc: 'TCP port to listen on (0 picks a free one)', schema: port },

@@ -4,7 +4,7 @@ import { writeSync } from 'node:fs';
 import { type IncomingMessage, METHODS, type ServerResponse } from 'node:http';
 import pino, { type Logger } from 'pino';
 import type { Config } from './config.js';
-import { IdentifiedResponse } from './guards.js';
+import { IdentifiedResponse } from './http/guards.js';
 
 /** Request lines wait at most this long before they are written (see LineBatch). */
 const LOG_FLUSH_MS = 100;

@@ -7,21 +7,21 @@ import { isIPv6 } from 'node:net';
 import type { Logger } from 'pino';
 import { createApp } from './app.js';
 import { type Config, ConfigError, parseConfig, postgresOptions } from './config.js';
-import { refuseForeignPostgres, refuseForeignSqlite } from './db/adopt.js';
-import { closeDatabase, type DatabaseHandle, DatabaseOpenError, openDatabase } from './db/client.js';
-import { applyMigrations, changedMigrations, MigrationError } from './db/migrate.js';
-import { applyPgMigrations, pgChangedMigrations } from './db/pg-migrate.js';
-import { closePostgres, isPostgres, openPostgres, type PostgresHandle } from './db/postgres.js';
 import * as schema from './db/schema.js';
-import { refuseUnwritable } from './db/writable.js';
-import { startRateLimitPrimary } from './load.js';
+import { refuseForeignPostgres, refuseForeignSqlite } from './engine/adopt.js';
+import { loadPostgresStore } from './engine/backend.js';
+import { installPgOn, installSqlite } from './engine/changes.js';
+import { applyPgMigrations, pgChangedMigrations } from './engine/postgres/migrate.js';
+import { closePostgres, isPostgres, openPostgres, type PostgresHandle } from './engine/postgres/pool.js';
+import { firstNames, missingFrom, pgColumns, sqliteColumns } from './engine/schema-gap.js';
+import { closeDatabase, type DatabaseHandle, DatabaseOpenError, openDatabase } from './engine/sqlite/connection.js';
+import { applyMigrations, changedMigrations, MigrationError } from './engine/sqlite/migrate.js';
+import { unavailableFrom } from './engine/sqlite/store.js';
+import { refuseUnwritable } from './engine/sqlite/writable.js';
+import { startRateLimitPrimary } from './http/load.js';
+import { createHttpServer } from './http/server.js';
 import { createLogger } from './logger.js';
-import { createRegistry, type Registry, RegistryError } from './resources.js';
-import { createHttpServer } from './server.js';
-import { loadPostgresStore } from './store/backend.js';
-import { installPgOn, installSqlite } from './store/changes.js';
-import { firstNames, missingFrom, pgColumns, sqliteColumns } from './store/schema-gap.js';
-import { unavailableFrom } from './store/sqlite.js';
+import { createRegistry, type Registry, RegistryError } from './model/registry.js';
 
 /** The port is taken or the host cannot be bound; one line for the user. */
 class ListenError extends Error {

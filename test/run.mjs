@@ -2,7 +2,7 @@
 // line of passed and failed counts, which CI reads, even when a test hangs or leaves a process behind.
 // `node test/run.mjs` runs *.test.ts; `browser` runs *.browser.ts (needs Chromium); `faults` runs
 // *.faults.ts (needs root: it mounts a small tmpfs); `pg` runs the shared suites and *.pg.ts on PostgreSQL
-// (TEST_DATABASE_URL's server, else a throwaway one from test/pg-cluster.mjs, stopped at the end). Options:
+// (TEST_DATABASE_URL's server, else a throwaway one from test/support/pg-cluster.mjs, stopped at the end). Options:
 // --dir, --pattern (another folder or file regex), --timeout-ms (the whole run; default 30 min),
 // --grace-ms (after uvu's summary; default 15 s).
 import { spawn } from 'node:child_process';
@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, stripVTControlCharacters } from 'node:util';
-import { startCluster, stopCluster } from './pg-cluster.mjs';
+import { startCluster, stopCluster } from './support/pg-cluster.mjs';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -23,7 +23,7 @@ const { values, positionals } = parseArgs({
 });
 /** The suites that run on either engine (startService follows TEST_BACKEND), and every PostgreSQL-only *.pg.ts. */
 const SHARED =
-  '^(contract|collections|safe-clients|hostile|openapi|openapi-clients|openapi-session|shaping|search|bulk|batch|changes|protocol)\\.test\\.ts$|^[^/]+\\.pg\\.ts$';
+  '^http/(contract|collections|safe-clients|hostile|openapi|openapi-clients|openapi-session|shaping|search|bulk|batch|changes|protocol)\\.test\\.ts$|\\.pg\\.ts$';
 const mode = positionals[0] ?? '';
 const pattern = values.pattern ?? { browser: '\\.browser\\.ts$', faults: '\\.faults\\.ts$', pg: SHARED }[mode] ?? '\\.test\\.ts$';
 

@@ -2,13 +2,13 @@
 // their own, each answered by the same compiled route as alone; the first failure rolls all back.
 import { performance } from 'node:perf_hooks';
 import type { Config } from '../config.js';
+import { type MaybePromise, type Store, type Transaction, then } from '../engine/store.js';
 import { ApiError, echo, type FieldError, nothingServedAt, type ProblemResponse, toProblem } from '../errors.js';
-import { type JsonResponse, readJson, send, sendProblem } from '../http.js';
-import { fingerprintOf, parseIdempotencyKey } from '../idempotency.js';
-import { type ParsedUrl, parseRequestUrl } from '../query-string.js';
-import type { Id, Method } from '../resources.js';
-import { type MaybePromise, type Store, type Transaction, then } from '../store/store.js';
-import { LONE_SURROGATE, MAX_JSON_DEPTH } from '../validation.js';
+import { type JsonResponse, readJson, send, sendProblem } from '../http/messages.js';
+import type { Id, Method } from '../model/registry.js';
+import { fingerprintOf, parseIdempotencyKey } from '../request/idempotency.js';
+import { type ParsedUrl, parseRequestUrl } from '../request/query-string.js';
+import { LONE_SURROGATE, MAX_JSON_DEPTH } from '../request/validation.js';
 import { bulkBodyLimit, type CompiledEndpoint, type Endpoint, type Request, type Response } from './compile.js';
 import type { Match } from './routes.js';
 

@@ -2,8 +2,8 @@
 // for all of them, each change serialized once, heartbeats, bounded buffers and a clean shutdown.
 import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import { linger } from '../connection.js';
-import type { ChangeEntry, ChangeLog } from '../store/changes.js';
+import type { ChangeEntry, ChangeLog } from '../engine/changes.js';
+import { linger } from '../http/connection.js';
 
 /** The headers of an event stream, the same on GET and HEAD. */
 export const STREAM_HEADERS = {

@@ -2,16 +2,16 @@
 // stream of it; and GET /_changes/ticket, which lets a browser's EventSource authenticate.
 import Negotiator from 'negotiator';
 import type { Logger } from 'pino';
+import type { Tickets } from '../auth/tickets.js';
 import type { Config } from '../config.js';
+import type { ChangeEntry, ChangeLog } from '../engine/changes.js';
+import type { Store } from '../engine/store.js';
 import { ApiError } from '../errors.js';
-import { sendJson } from '../http.js';
-import { leaveInFlight } from '../load.js';
-import { LIMIT, parseLimit } from '../query.js';
-import type { QueryParameters } from '../query-string.js';
-import { READ_METHODS, type Resource, wholeNumbersUpTo } from '../resources.js';
-import type { ChangeEntry, ChangeLog } from '../store/changes.js';
-import type { Store } from '../store/store.js';
-import type { Tickets } from '../tickets.js';
+import { leaveInFlight } from '../http/load.js';
+import { sendJson } from '../http/messages.js';
+import { READ_METHODS, type Resource, wholeNumbersUpTo } from '../model/registry.js';
+import { LIMIT, parseLimit } from '../request/list-query.js';
+import type { QueryParameters } from '../request/query-string.js';
 import { type Change, type ChangeStreams, createChangeStreams, STREAM_HEADERS } from './change-stream.js';
 import type { Endpoint, Request, Response } from './compile.js';
 

@@ -1,17 +1,36 @@
 // Compiles each endpoint into one closure per method at start-up: target (404), method (405 +
 // Allow, OPTIONS), 406, the query rules, then the handler. No SQL and no per-table code here.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { etagOfRow, evaluatePreconditions } from '../conditional.js';
 import type { Config } from '../config.js';
-import type { CursorCodec } from '../cursor.js';
+import {
+  type Check,
+  type MaybePromise,
+  notFound,
+  type ResourceStore,
+  type Scope,
+  type Store,
+  type Transaction,
+  then,
+} from '../engine/store.js';
 import { ApiError } from '../errors.js';
-import { accepts, checkBodySize, checkMediaType, elementResponse, jsonResponse, readJson, send, sendEmpty, sendJson } from '../http.js';
-import { fingerprintOf, parseIdempotencyKey } from '../idempotency.js';
-import { encodeCursor, parseElementQuery, parseListQuery, type RawQuery, type Shape, shaped } from '../query.js';
-import { firstParameter, type QueryParameters, queryErrorOf, withParameter } from '../query-string.js';
-import type { Id, Method, Registry, Resource, Route } from '../resources.js';
-import { type Check, type KindStore, type MaybePromise, notFound, type Scope, type Store, type Transaction, then } from '../store/store.js';
-import { checkJsonDocument, type Row, toCreateRow, toCreateRows, toPatchedRow, toReplacementRow } from '../validation.js';
+import {
+  accepts,
+  checkBodySize,
+  checkMediaType,
+  elementResponse,
+  jsonResponse,
+  readJson,
+  send,
+  sendEmpty,
+  sendJson,
+} from '../http/messages.js';
+import type { Id, Method, Registry, Resource, Route } from '../model/registry.js';
+import { etagOfRow, evaluatePreconditions } from '../request/conditions.js';
+import type { CursorCodec } from '../request/cursor.js';
+import { fingerprintOf, parseIdempotencyKey } from '../request/idempotency.js';
+import { encodeCursor, parseElementQuery, parseListQuery, type RawQuery, type Shape, shaped } from '../request/list-query.js';
+import { firstParameter, type QueryParameters, queryErrorOf, withParameter } from '../request/query-string.js';
+import { checkJsonDocument, type Row, toCreateRow, toCreateRows, toPatchedRow, toReplacementRow } from '../request/validation.js';
 import { expand } from './expand.js';
 import { decodeSegment } from './routes.js';
 
@@ -202,8 +221,9 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
   /** The data as the request sees it: the store, or the transaction of the batch it is part of. */
   const dataOf = (req: Request): Transaction => req.operation?.tx ?? store;
   /** A kind's store for this request (`kind`, the store's own, unless the request is an operation of a batch). */
-  const kindFor = (req: Request, resource: Resource, kind: KindStore): KindStore => (req.operation ? req.operation.tx.of(resource) : kind);
-  const targetOf = (resource: Resource, kind: KindStore): Target => ({
+  const kindFor = (req: Request, resource: Resource, kind: ResourceStore): ResourceStore =>
+    req.operation ? req.operation.tx.of(resource) : kind;
+  const targetOf = (resource: Resource, kind: ResourceStore): Target => ({
     parseId: resource.parseId,
     exists: (id, req) => kindFor(req, resource, kind).exists(id),
     resource,
@@ -216,7 +236,7 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
    * list (`scope`, and `parent` its path's target) has rows only while its parent exists: an empty
    * page is a 404 when the parent is gone.
    */
-  const list = (req: Request, res: Response, resource: Resource, kind: KindStore, scope?: Scope, parent?: Target) => {
+  const list = (req: Request, res: Response, resource: Resource, kind: ResourceStore, scope?: Scope, parent?: Target) => {
     const query = parseListQuery(resource, req.query as RawQuery, { scope: scope ? `${scope.field}=${scope.value}` : '', cursors });
     return then(kindFor(req, resource, kind).list(query, scope), (page) =>
       then(page.rows.length === 0 && parent ? parent.exists(scope?.value as Id, req) : true, (found) => {
@@ -239,7 +259,7 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
    * POST: validate and create, once per Idempotency-Key when the client sends one (docs/http-api.md#safe-clients). `path`
    * is the collection's as the service spells it, so that a retry spelling it otherwise (`/%75sers`) is the same request.
    */
-  const create = (req: Request, res: Response, resource: Resource, kind: KindStore, path: string, fixed?: Row) => {
+  const create = (req: Request, res: Response, resource: Resource, kind: ResourceStore, path: string, fixed?: Row) => {
     const key = parseIdempotencyKey(req.headers['idempotency-key']);
     // An array is a bulk create (docs/bulk-and-batch.md), with its own body limit.
     return then(body(req, JSON_BODY, arrayLimit), (input) => {
@@ -259,7 +279,7 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
     req: Request,
     res: Response,
     resource: Resource,
-    kind: KindStore,
+    kind: ResourceStore,
     id: Id,
     accepted: readonly string[],
     toRow: (input: unknown, current: Row) => Row,
@@ -277,7 +297,7 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
     const { resource, relation } = route;
     const kind = store.of(resource);
     const base = { path: route.path, methods: route.methods, resource };
-    if (route.kind === 'collection') {
+    if (route.shape === 'collection') {
       return {
         ...base,
         lists: true,
@@ -287,7 +307,7 @@ export function createResourceEndpoints(registry: Registry, store: Store, config
         },
       };
     }
-    if (route.kind === 'element') {
+    if (route.shape === 'element') {
       return {
         ...base,
         target: targetOf(resource, kind),

@@ -1,10 +1,11 @@
 // Adds the relations `expand=` names to a page of elements (docs/http-api.md#query-parameters-collections-and-related-lists): one query per relation and level
 // for the whole page (its keys as one bound list), never one per element; synchronous on a synchronous store.
+
+import { type MaybePromise, type Transaction, then } from '../engine/store.js';
 import { ApiError } from '../errors.js';
-import type { ExpandNode } from '../query.js';
-import type { Field, Resource } from '../resources.js';
-import { type MaybePromise, type Transaction, then } from '../store/store.js';
-import type { Row } from '../validation.js';
+import type { Field, Resource } from '../model/registry.js';
+import type { ExpandNode } from '../request/list-query.js';
+import type { Row } from '../request/validation.js';
 
 /** The children a to-many relation adds to one element at most (its related path pages through the rest). */
 export const MAX_CHILDREN = 100;

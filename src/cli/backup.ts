@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { SingleBar } from 'cli-progress';
 import { ConfigError, parseConfig } from '../config.js';
-import { BackupCheckError, type BackupProgress, backupDatabase, defaultBackupPath } from '../db/backup.js';
+import { BackupCheckError, type BackupProgress, backupDatabase, defaultBackupPath } from '../engine/sqlite/backup.js';
 
 /** A path as the file system resolves it: symbolic links followed, also of the folder of a file not there yet. */
 function canonical(path: string): string {

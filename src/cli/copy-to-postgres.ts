@@ -9,14 +9,14 @@ import type { PgTable } from 'drizzle-orm/pg-core';
 import { getTableConfig, type SQLiteColumn, type SQLiteTable } from 'drizzle-orm/sqlite-core';
 import type pg from 'pg';
 import * as internalSchema from '../db/internal-schema.js';
-import { MigrationError, migrationStatus } from '../db/migrate.js';
-import { applyPgMigrations } from '../db/pg-migrate.js';
-import { toPgTables } from '../db/pg-schema.js';
-import { closePostgres, openPostgres, POSTGRES_DEFAULTS, redactUrl } from '../db/postgres.js';
-import { ident } from '../db/quote.js';
 import * as userSchema from '../db/schema.js';
-import { createRegistry } from '../resources.js';
-import { continueFeedInPg, installPgOn } from '../store/changes.js';
+import { continueFeedInPg, installPgOn } from '../engine/changes.js';
+import { applyPgMigrations } from '../engine/postgres/migrate.js';
+import { closePostgres, openPostgres, POSTGRES_DEFAULTS, redactUrl } from '../engine/postgres/pool.js';
+import { toPgTables } from '../engine/postgres/tables.js';
+import { ident } from '../engine/quote.js';
+import { MigrationError, migrationStatus } from '../engine/sqlite/migrate.js';
+import { createRegistry } from '../model/registry.js';
 import { CopyError, parentsFirst, type Row, treeOrder } from './copy-order.js';
 
 /** Rows per INSERT: far below PostgreSQL's 65,535 bound parameters per statement, whatever the width. */

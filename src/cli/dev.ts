@@ -4,7 +4,7 @@
 import { spawn } from 'node:child_process';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { shortened, shownPath } from '../db/migrate.js';
+import { shortened, shownPath } from '../engine/sqlite/migrate.js';
 
 /** The first statement a drift's migration would run that says what is missing (not drizzle-kit's PRAGMA around a rebuild). */
 const telling = (statements: string[]) => statements.find((s) => !/^\s*PRAGMA\b/i.test(s)) ?? statements[0] ?? '';

@@ -21,10 +21,10 @@ import {
 import { is } from 'drizzle-orm';
 import { getTableConfig, getViewConfig, type PgColumn, type PgTable, PgView } from 'drizzle-orm/pg-core';
 import * as internal from '../db/internal-schema.js';
-import { MigrationError, StatementError, shortened } from '../db/migrate.js';
-import { toPgTables } from '../db/pg-schema.js';
 import { pgSearchStatements, type SearchState, searchChanges, searchStateOf, sqliteSearchStatements } from '../db/search.js';
-import { createRegistry, RegistryError, type Resource } from '../resources.js';
+import { toPgTables } from '../engine/postgres/tables.js';
+import { MigrationError, StatementError, shortened } from '../engine/sqlite/migrate.js';
+import { createRegistry, RegistryError, type Resource } from '../model/registry.js';
 import { commitStage, copyOf, discardStage, realPathOf, type Stage, type StagedFile, stagedFiles, stageFolders } from './staging.js';
 import { runAsCommand, UsageError } from './usage.js';
 

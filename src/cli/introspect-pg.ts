@@ -5,7 +5,7 @@ import { readMigrationFiles } from 'drizzle-orm/migrator';
 import type pg from 'pg';
 import type { ColumnModel, DatabaseModel, ForeignKeyModel, IndexModel, TableModel } from './introspect.js';
 
-/** drizzle's pg migrator keeps its bookkeeping here (as src/db/pg-migrate.ts does). */
+/** drizzle's pg migrator keeps its bookkeeping here (as src/engine/postgres/migrate.ts does). */
 const MIGRATIONS_TABLE = '"drizzle"."__drizzle_migrations"';
 
 /** pg_constraint's action codes, as SQL names. */
@@ -248,7 +248,7 @@ export async function pgRecordedMigrations(db: pg.ClientBase): Promise<number> {
   return Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM ${MIGRATIONS_TABLE}`)).rows[0]?.n ?? 0);
 }
 
-/** Records the first migration of `folder` as applied, as src/db/pg-migrate.ts records one it ran. */
+/** Records the first migration of `folder` as applied, as src/engine/postgres/migrate.ts records one it ran. */
 export async function recordPgBaseline(db: pg.ClientBase, folder: string): Promise<void> {
   const [baseline] = readMigrationFiles({ migrationsFolder: folder });
   if (!baseline) throw new Error(`${folder} holds no migration to record`);

@@ -13,8 +13,8 @@ import { type DrizzleSQLiteSnapshotJSON, generateSQLiteDrizzleJson, generateSQLi
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import pg from 'pg';
 import * as internal from '../db/internal-schema.js';
-import { redactUrl } from '../db/postgres.js';
-import { createRegistry, RegistryError } from '../resources.js';
+import { redactUrl } from '../engine/postgres/pool.js';
+import { createRegistry, RegistryError } from '../model/registry.js';
 import { generatePgMigration, type JournalEntry } from './generate.js';
 import { pgRecordedMigrations, readPgDatabase, recordPgBaseline } from './introspect-pg.js';
 import { runAsCommand, UsageError } from './usage.js';
@@ -26,7 +26,7 @@ export const DEFAULTS = { schema: join(ROOT, 'src/db/schema.ts'), out: join(ROOT
 
 /** drizzle-kit writes this between statements; drizzle's migrator splits on it. */
 const BREAKPOINT = '--> statement-breakpoint\n';
-/** drizzle's bookkeeping table, created and filled exactly as src/db/migrate.ts does. */
+/** drizzle's bookkeeping table, created and filled exactly as src/engine/sqlite/migrate.ts does. */
 const MIGRATIONS_TABLE = '__drizzle_migrations';
 
 // ---------------------------------------------------------------------------------------------
@@ -726,7 +726,7 @@ function writeMigrations(folder: string, migrations: { tag: string; snapshot: Dr
   writeFileSync(join(folder, 'meta', '_journal.json'), JSON.stringify({ version: '7', dialect: 'sqlite', entries }, null, 2));
 }
 
-/** Records the first migration of `folder` as applied, as src/db/migrate.ts records one it ran. */
+/** Records the first migration of `folder` as applied, as src/engine/sqlite/migrate.ts records one it ran. */
 function recordBaseline(sqlite: Database.Database, folder: string): void {
   const [baseline] = readMigrationFiles({ migrationsFolder: folder });
   if (!baseline) throw new UsageError(`${folder} holds no migration to record`);

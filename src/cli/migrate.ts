@@ -6,16 +6,16 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { type Config, ConfigError, parseConfig, postgresOptions } from '../config.js';
-import { refuseForeignPostgres, refuseForeignSqlite } from '../db/adopt.js';
-import { closeDatabase, DatabaseOpenError, openDatabase } from '../db/client.js';
-import { applyMigrations, changedMigrations, MigrationError, type MigrationStatus, migrationStatus } from '../db/migrate.js';
-import { applyPgMigrations, pgChangedMigrations, pgMigrationStatus } from '../db/pg-migrate.js';
-import { closePostgres, openPostgres } from '../db/postgres.js';
 import * as schema from '../db/schema.js';
-import { refuseUnwritable } from '../db/writable.js';
-import { createRegistry, RegistryError, type Resource } from '../resources.js';
-import { installPgOn, installSqlite } from '../store/changes.js';
-import { firstNames, missingFrom, pgColumns, sqliteColumns } from '../store/schema-gap.js';
+import { refuseForeignPostgres, refuseForeignSqlite } from '../engine/adopt.js';
+import { installPgOn, installSqlite } from '../engine/changes.js';
+import { applyPgMigrations, pgChangedMigrations, pgMigrationStatus } from '../engine/postgres/migrate.js';
+import { closePostgres, openPostgres } from '../engine/postgres/pool.js';
+import { firstNames, missingFrom, pgColumns, sqliteColumns } from '../engine/schema-gap.js';
+import { closeDatabase, DatabaseOpenError, openDatabase } from '../engine/sqlite/connection.js';
+import { applyMigrations, changedMigrations, MigrationError, type MigrationStatus, migrationStatus } from '../engine/sqlite/migrate.js';
+import { refuseUnwritable } from '../engine/sqlite/writable.js';
+import { createRegistry, RegistryError, type Resource } from '../model/registry.js';
 
 /**
  * The schema's kinds, read once (a schema the service cannot serve stops here, in one line): the change

@@ -8,11 +8,11 @@ import { PGlite } from '@electric-sql/pglite';
 import { unaccent } from '@electric-sql/pglite/contrib/unaccent';
 import { createPgConfig } from '@electric-sql/pglite/node-postgres';
 import pg from 'pg';
-import { closeDatabase, openDatabase } from '../db/client.js';
-import { applyMigrations } from '../db/migrate.js';
-import { applyPgMigrations } from '../db/pg-migrate.js';
-import type { Resource } from '../resources.js';
-import { installPgOn, installSqlite } from '../store/changes.js';
+import { installPgOn, installSqlite } from '../engine/changes.js';
+import { applyPgMigrations } from '../engine/postgres/migrate.js';
+import { closeDatabase, openDatabase } from '../engine/sqlite/connection.js';
+import { applyMigrations } from '../engine/sqlite/migrate.js';
+import type { Resource } from '../model/registry.js';
 
 /** The engine a chain was applied on: what the report says it was proven on. */
 export interface Proof {
@@ -46,7 +46,7 @@ export async function provePostgres(folder: string, resources: Resource[]): Prom
   const pglite = await PGlite.create({ extensions: { unaccent } });
   const pool = new pg.Pool(createPgConfig(pglite));
   try {
-    const { applied } = await applyPgMigrations({ kind: 'postgres', pool, url: 'pglite' }, folder, (client) =>
+    const { applied } = await applyPgMigrations({ engine: 'postgres', pool, url: 'pglite' }, folder, (client) =>
       installPgOn(client, resources),
     );
     // `PostgreSQL 18.7 (PGlite 0.5.17) on wasm32-unknown-emscripten, compiled by…`: the part before " on ".

@@ -5,7 +5,7 @@
 import type Database from 'better-sqlite3';
 import { getTableColumns, type Placeholder, type SQL, sql } from 'drizzle-orm';
 import { getTableConfig, type SQLiteTable } from 'drizzle-orm/sqlite-core';
-import { ident, literal } from './quote.js';
+import { ident, literal } from '../engine/quote.js';
 
 const DECLARATION = Symbol.for('restable.searchable');
 

@@ -3,7 +3,7 @@
 import { writeFileSync } from 'node:fs';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { spawnService } from '../helpers.js';
+import { spawnService } from '../support/helpers.js';
 
 const test = suite('a failing test that leaves a service running');
 
