@@ -35,7 +35,7 @@ skipping(
       assert.is(again.output.trim(), UP_TO_DATE);
 
       // An edit dated before the last build (a checkout or an archive may do that) counts: content is compared, not time.
-      const quote = join(dir, 'src', 'db', 'quote.ts');
+      const quote = join(dir, 'src', 'engine', 'quote.ts');
       writeFileSync(quote, `${readFileSync(quote, 'utf8')}\nexport const EDITED = 'edited';\n`);
       utimesSync(quote, new Date('2001-01-01'), new Date('2001-01-01'));
       // With a type error beside it: a build that fails is never taken for up to date.
@@ -49,7 +49,7 @@ skipping(
       writeFileSync(extra, 'export const extra = 1;\n');
       const fixed = build(dir);
       assert.is(fixed.code, 0, fixed.output);
-      assert.match(readFileSync(join(dir, 'dist', 'db', 'quote.js'), 'utf8'), "export const EDITED = 'edited';");
+      assert.match(readFileSync(join(dir, 'dist', 'engine', 'quote.js'), 'utf8'), "export const EDITED = 'edited';");
       assert.ok(existsSync(join(dir, 'dist', 'extra.js')));
 
       // A deleted source takes its compiled file along, so that nothing can run it; an output deleted behind the
