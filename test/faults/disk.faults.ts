@@ -1,4 +1,4 @@
-// Disk trouble (issue 8, needs root to mount a small tmpfs; `npm run test:faults`, run by CI):
+// Disk trouble (needs root to mount a small tmpfs; `npm run test:faults`, run by CI):
 // when the disk fills up, writes answer 503, reads keep working, /readyz says why, nothing is
 // half-written, and the service recovers by itself once space returns.
 import { execFileSync } from 'node:child_process';

@@ -1,4 +1,4 @@
-// Disk full during a group (issue 12; needs root to mount a small tmpfs, `npm run test:faults`): many
+// Disk full during a group (needs root to mount a small tmpfs, `npm run test:faults`): many
 // writes in flight together while the disk fills answer 2xx or 503, never another 5xx; every 2xx is
 // in the file and no 503 left anything; once space returns the service recovers without a restart.
 import { execFileSync } from 'node:child_process';

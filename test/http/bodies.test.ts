@@ -1,4 +1,4 @@
-// Hostile request bodies (issue 11, items 1 and 4–6): deep nesting, amplification, lone surrogates
+// Hostile request bodies (docs/security.md): deep nesting, amplification, lone surrogates
 // and prototype keys, over real HTTP on every method that takes a body; and the merge patch alone.
 
 import { suite } from 'uvu';

@@ -1,4 +1,4 @@
-// The change feed (API.md §8, issue 17) on one service, SQLite or PostgreSQL (TEST_BACKEND): what is
+// The change feed (docs/changes.md) on one service, SQLite or PostgreSQL (TEST_BACKEND): what is
 // recorded and what is not, JSON pages, retention (410), Server-Sent Events, bounds, tickets.
 import { connect } from 'node:net';
 import { suite } from 'uvu';

@@ -1,4 +1,4 @@
-// Group commit (issue 12) over HTTP: writes that reach the service together each get their own
+// Group commit (docs/operations.md#durability-and-failure-behaviour) over HTTP: writes that reach the service together each get their own
 // answer, failing ones (409, 412, 422) leave nothing and take nothing down with them, and every
 // acknowledged write is in the file, also after a SIGKILL under concurrent write load.
 import { join } from 'node:path';

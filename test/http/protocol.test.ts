@@ -1,4 +1,4 @@
-// HTTP/1.x edges and load bounds (issue 11, items 9-12): slow clients are freed, odd request
+// HTTP/1.x edges and load bounds (docs/http-api.md, docs/security.md): slow clients are freed, odd request
 // targets and versions pass every guard or get a problem body, work in flight and per-client rates are bounded.
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';

@@ -1,4 +1,4 @@
-// Hostile and extreme query strings (issue 11): every parameter read and honoured or refused, the
+// Hostile and extreme query strings (docs/http-api.md#query-parameters-collections-and-related-lists): every parameter read and honoured or refused, the
 // bounds of a list query (and the SQL of the largest one allowed), tamper-evident cursors that
 // hold across restarts and processes, and next-page links that common clients can read.
 

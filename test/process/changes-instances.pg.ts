@@ -1,4 +1,4 @@
-// The change feed (API.md §8, issue 17) across two instances on one PostgreSQL database: long
+// The change feed (docs/changes.md) across two instances on one PostgreSQL database: long
 // transactions (bulk arrays of 500, batches of 100 operations) beside single writes, so that
 // transactions commit in another order than they wrote, while readers on both instances walk the
 // feed: each sees every change once, in seq order, seqs without a gap, as acknowledged, and both

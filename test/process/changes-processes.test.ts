@@ -1,4 +1,4 @@
-// The change feed (API.md §8, issue 17) across processes on one SQLite file: concurrent writers on
+// The change feed (docs/changes.md) across processes on one SQLite file: concurrent writers on
 // two processes while readers on both walk the feed (every change once, in seq order, as acknowledged);
 // event streams that carry what the other process (or the other worker of WORKERS=2) wrote and resume
 // with Last-Event-ID without a gap; and SIGKILL of a process under write load (the feed and the data

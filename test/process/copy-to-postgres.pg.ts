@@ -1,4 +1,4 @@
-// `npm run copy-to-postgres` (issue 13): a SQLite service filled over HTTP, copied into PostgreSQL, then
+// `npm run copy-to-postgres`: a SQLite service filled over HTTP, copied into PostgreSQL, then
 // served from PostgreSQL answers the same pages, ETags, idempotent replays and cursors; refusals are one line.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';

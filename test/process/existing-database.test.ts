@@ -1,4 +1,4 @@
-// A database restable did not create, served as it is (issue 14, API.md §1): the music store built by its
+// A database restable did not create, served as it is (docs/existing-databases.md): the music store built by its
 // SQL script, introspected, then every kind it yields probed over HTTP, its rows untouched until a write.
 import { readFileSync } from 'node:fs';
 import Database from 'better-sqlite3';

@@ -1,4 +1,4 @@
-// `npm run db:generate` proving what it writes (issue 40): the real command on a temp copy of the pet shop (its
+// `npm run db:generate` proving what it writes: the real command on a temp copy of the pet shop (its
 // schema, both migrations folders, a drizzle-kit config), and the migrators naming the file of a refused statement.
 import { cpSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';

@@ -1,4 +1,4 @@
-// Operations (issue 6): migrate --status, backups before migrating and while serving, failed
+// Operations: migrate --status, backups before migrating and while serving, failed
 // migrations that change nothing, downgrade refusal, concurrent first starts, graceful shutdown.
 // All over the tests' pet shop and its migrations, so a user's schema change does not move them.
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';

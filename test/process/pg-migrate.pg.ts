@@ -1,4 +1,4 @@
-// PostgreSQL migrations (issue 13): status, apply, five instances migrating at once under the advisory
+// PostgreSQL migrations: status, apply, five instances migrating at once under the advisory
 // lock, downgrade refusal, the add-a-table story with the generator, and drift checks of both sets.
 // Each test gets its own database on the server at TEST_DATABASE_URL (an admin URL), dropped after.
 import { cpSync, existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// Reliability (issue 8): no acknowledged write is lost when the process is killed; two services on
+// Reliability: no acknowledged write is lost when the process is killed; two services on
 // one file both stay correct; the WAL stays bounded under continuous reads and writes.
 import { rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-// Scale-out (issue 13): three instances of the compiled service on one PostgreSQL database behind haproxy
+// Scale-out: three instances of the compiled service on one PostgreSQL database behind haproxy
 // (round-robin, health checks on /readyz); races across instances, kill -9 and a PostgreSQL restart under load.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
