@@ -7,9 +7,10 @@ import type Database from 'better-sqlite3';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Check, Created } from '../../src/engine/store.js';
+import { ApiError } from '../../src/errors.js';
 import { jsonResponse } from '../../src/http/messages.js';
 import type { RawQuery } from '../../src/request/list-query.js';
-import { type Row, toCreateRow, toCreateRows, toPatchedRow } from '../../src/request/validation.js';
+import { type Row, toCreateRow, toCreateRows, toPatchedRow, toReplacementRow } from '../../src/request/validation.js';
 import { type Engine, openSqliteEngine } from '../support/engine.js';
 
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), 'golden', 'sqlite.sql');
@@ -108,6 +109,20 @@ async function seed(engine: Engine): Promise<void> {
     respond,
   );
   await engine.kind('pet_tags').create(toCreateRow(engine.resource('pet_tags'), { petId: 1, label: 'good' }), respond);
+  await engine
+    .kind('orders')
+    .create(toCreateRow(engine.resource('orders'), { userId: 2, petId: 3, status: 'approved', quantity: 2 }), respond);
+}
+
+/** Runs `work`, which the store must refuse with an ApiError of `code`. */
+async function refused(code: string, work: () => unknown): Promise<void> {
+  try {
+    await work();
+  } catch (error) {
+    if (error instanceof ApiError && error.code === code) return;
+    throw error;
+  }
+  assert.unreachable(`expected the store to refuse with ${code}`);
 }
 
 /** An operation: its name (its section of the golden file), what it does, and what to do before it, unrecorded. */
@@ -148,6 +163,27 @@ function operations(engine: Engine): Operation[] {
     ],
     ['update users 1 (merge)', () => engine.kind('users').update(1, (current) => toPatchedRow(users, { name: 'Ada L.' }, current))],
     ['remove pets 8', () => engine.kind('pets').remove(8, anyRow)],
+    [
+      'update orders 1 (replace: the fields left out take their defaults)',
+      () => engine.kind('orders').update(1, (current) => toReplacementRow(engine.resource('orders'), { userId: 2, petId: 3 }, current)),
+    ],
+    ['remove users 3 (its pets set to no owner)', () => engine.kind('users').remove(3, anyRow)],
+    [
+      'create users with a taken email (refused: conflict)',
+      () =>
+        refused('conflict', () => engine.kind('users').create(toCreateRow(users, { name: 'Ada 2', email: 'ada@example.com' }), respond)),
+    ],
+    [
+      'create pets with a missing owner (refused: unprocessable)',
+      () =>
+        refused('unprocessable', () =>
+          engine.kind('pets').create(toCreateRow(engine.resource('pets'), { name: 'Stray', species: 'cat', ownerId: 99 }), respond),
+        ),
+    ],
+    [
+      'remove users 2 still referenced by an order (refused: conflict)',
+      () => refused('conflict', () => engine.kind('users').remove(2, anyRow)),
+    ],
     ['list pets first page limit=2', () => list('pets', { limit: '2' })],
     filter({ species: 'cat' }),
     filter({ 'species[ne]': 'cat' }),
@@ -171,9 +207,17 @@ function operations(engine: Engine): Operation[] {
         return engine.kind('pets').list(engine.query('pets', {}, scope), scope);
       },
     ],
+    [
+      'list pet_tags under pets 1 (related list of a composite key)',
+      () => {
+        const scope = engine.scope('pets', 'petId', 1);
+        return engine.kind('pet_tags').list(engine.query('pet_tags', {}, scope), scope);
+      },
+    ],
     ['withKeys users [2, 1, 99] (expand to-one)', () => engine.kind('users').withKeys([2, 1, 99])],
     ['withParents pets ownerId [2, 1, 3] cap 1 (expand to-many)', () => engine.kind('pets').withParents('ownerId', [2, 1, 3], 1)],
     ['list users q=ada (search)', () => list('users', { q: 'ada' })],
+    ['list users q=ad name[startsWith]=Ad (search with a filter)', () => list('users', { q: 'ad', 'name[startsWith]': 'Ad' })],
     ['list users q=a sort=relevance count=true (search by rank)', () => list('users', { q: 'a', sort: 'relevance', count: 'true' })],
     [
       'create users with an Idempotency-Key',

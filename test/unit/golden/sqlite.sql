@@ -29,6 +29,35 @@ select "id" as "id", "name" as "name", "species" as "species", "owner_id" as "ow
 delete from "pets" where "pets"."id" = ?
 PRAGMA busy_timeout = 5000
 
+-- update orders 1 (replace: the fields left out take their defaults)
+PRAGMA busy_timeout = 0
+select "id" as "id", "user_id" as "userId", "pet_id" as "petId", "status" as "status", "quantity" as "quantity", "created_at" as "createdAt", "updated_at" as "updatedAt" from "orders" where "orders"."id" = ?
+update "orders" set "user_id" = ?, "pet_id" = ?, "status" = ?, "quantity" = ?, "updated_at" = ? where "orders"."id" = ? returning "id" as "id", "user_id" as "userId", "pet_id" as "petId", "status" as "status", "quantity" as "quantity", "created_at" as "createdAt", "updated_at" as "updatedAt"
+PRAGMA busy_timeout = 5000
+
+-- remove users 3 (its pets set to no owner)
+PRAGMA busy_timeout = 0
+select "id" as "id", "name" as "name", "email" as "email", "created_at" as "createdAt", "updated_at" as "updatedAt" from "users" where "users"."id" = ?
+delete from "users" where "users"."id" = ?
+PRAGMA busy_timeout = 5000
+
+-- create users with a taken email (refused: conflict)
+PRAGMA busy_timeout = 0
+insert into "users" ("id", "name", "email", "created_at", "updated_at") values (null, ?, ?, ?, ?) returning "id" as "id", "name" as "name", "email" as "email", "created_at" as "createdAt", "updated_at" as "updatedAt"
+PRAGMA busy_timeout = 5000
+
+-- create pets with a missing owner (refused: unprocessable)
+PRAGMA busy_timeout = 0
+insert into "pets" ("id", "name", "species", "owner_id", "created_at", "updated_at") values (null, ?, ?, ?, ?, ?) returning "id" as "id", "name" as "name", "species" as "species", "owner_id" as "ownerId", "created_at" as "createdAt", "updated_at" as "updatedAt"
+select 1 from "users" where "users"."id" = ?
+PRAGMA busy_timeout = 5000
+
+-- remove users 2 still referenced by an order (refused: conflict)
+PRAGMA busy_timeout = 0
+select "id" as "id", "name" as "name", "email" as "email", "created_at" as "createdAt", "updated_at" as "updatedAt" from "users" where "users"."id" = ?
+delete from "users" where "users"."id" = ?
+PRAGMA busy_timeout = 5000
+
 -- list pets first page limit=2
 select "id" as "id", "name" as "name", "species" as "species", "owner_id" as "ownerId", "created_at" as "createdAt", "updated_at" as "updatedAt" from "pets" order by "pets"."id" asc limit 3
 
@@ -69,6 +98,9 @@ select count(*) from "pets" where "pets"."species" = ?
 -- list pets under users 1 (related list)
 select "id" as "id", "name" as "name", "species" as "species", "owner_id" as "ownerId", "created_at" as "createdAt", "updated_at" as "updatedAt" from "pets" where ("pets"."owner_id" = ? and exists (select 1 from "users" where "id" = ?)) order by "pets"."id" asc limit 101
 
+-- list pet_tags under pets 1 (related list of a composite key)
+select "pet_id" as "petId", "label" as "label", "note" as "note" from "pet_tags" where ("pet_tags"."pet_id" = ? and exists (select 1 from "pets" where "id" = ?)) order by "pet_tags"."pet_id" asc, "pet_tags"."label" asc limit 101
+
 -- withKeys users [2, 1, 99] (expand to-one)
 select "id" as "id", "name" as "name", "email" as "email", "created_at" as "createdAt", "updated_at" as "updatedAt" from "users" where "users"."id" IN (SELECT value FROM json_each(?))
 
@@ -77,6 +109,9 @@ select "id", "name", "species", "ownerId", "createdAt", "updatedAt" from (select
 
 -- list users q=ada (search)
 select "users"."id" as "id", "users"."name" as "name", "users"."email" as "email", "users"."created_at" as "createdAt", "users"."updated_at" as "updatedAt" from "users" inner join "restable_search_users" on "restable_search_users"."rowid" = "users"."id" where "restable_search_users" MATCH ? order by "restable_search_users"."rowid" ASC limit 101
+
+-- list users q=ad name[startsWith]=Ad (search with a filter)
+select "users"."id" as "id", "users"."name" as "name", "users"."email" as "email", "users"."created_at" as "createdAt", "users"."updated_at" as "updatedAt" from "users" inner join "restable_search_users" on "restable_search_users"."rowid" = "users"."id" where (instr("users"."name", ?) = 1 and "restable_search_users" MATCH ?) order by "restable_search_users"."rowid" ASC limit 101
 
 -- list users q=a sort=relevance count=true (search by rank)
 select "users"."id" as "id", "users"."name" as "name", "users"."email" as "email", "users"."created_at" as "createdAt", "users"."updated_at" as "updatedAt", "restable_search_users"."rank" as "__rank" from "users" inner join "restable_search_users" on "restable_search_users"."rowid" = "users"."id" where "restable_search_users" MATCH ? order by "restable_search_users"."rank" ASC, "restable_search_users"."rowid" ASC limit 101
