@@ -339,7 +339,7 @@ const Restart = suite('scale-out: PostgreSQL restarted under load');
 
 Restart('503s (never a 500) while PostgreSQL is down, full service after, nothing acknowledged lost', async () => {
   // test/support/pg-cluster.mjs is plain JavaScript; imported by a computed name so TypeScript does not ask for its types.
-  const clusterModule = './pg-cluster.mjs';
+  const clusterModule = '../support/pg-cluster.mjs';
   const { startCluster, stopCluster } = (await import(clusterModule)) as {
     startCluster(options: { stateFile: string }): Promise<{ url: string; bin: string; data: string; dir: string }>;
     stopCluster(options: { stateFile: string }): boolean;
