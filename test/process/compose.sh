@@ -4,7 +4,7 @@
 # stops and restarts a replica under load, recreates the stack on its volume, and ends with `down -v` and a
 # summary line. Needs a Docker engine and docker-compose (no registry: ../shared/tools/docker-offline up).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 project=${COMPOSE_PROJECT:-restable-compose-smoke}
 port=${COMPOSE_SMOKE_PORT:-28680}
 base=http://127.0.0.1:$port

@@ -4,7 +4,7 @@
 # `docker stop` ends it with exit code 0 well within the stop timeout, and the line for an unwritable bind mount. Needs a Docker engine
 # (on machines without a registry: ../shared/tools/docker-offline up). Ends with a summary line.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 image=${IMAGE:-restable:smoke}
 # Below Linux's ephemeral ports (32768–60999): with host networking, an outbound connection could hold one of those.
 port=${SMOKE_PORT:-28600}
