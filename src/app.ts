@@ -140,7 +140,8 @@ export function createApp({
       '200 when the database is open and migrated, else 503',
       (_req, res) =>
         then(shutdown.stopping ? 'the service is shutting down' : backend.notReady(), (reason) => {
-          if (reason) throw new ApiError('unavailable', `Not ready: ${reason}.`, { headers: { 'Retry-After': '1' } });
+          if (reason)
+            throw new ApiError('unavailable', `Not ready: ${reason}.`, { headers: { 'Retry-After': '1' }, problemCode: 'not-ready' });
           sendJson(res, 200, { status: 'ready' });
         }),
       'application/json',

@@ -1,6 +1,7 @@
 // The typed error every layer throws, and its single mapping to an HTTP status and RFC 9457 body.
 // Nothing else decides an error status; anything that is not an ApiError becomes a generic 500.
 import { STATUS_CODES } from 'node:http';
+import type { ProblemCode } from './problem-codes.js';
 
 /** Why a request failed, independent of HTTP; STATUS below is the one mapping to a status code. */
 export type ErrorCode =
@@ -44,6 +45,28 @@ const STATUS: Record<ErrorCode, number> = {
   internal: 500,
 };
 
+/** The problem code of each ErrorCode where a site names no other (src/problem-codes.ts). */
+const DEFAULT_CODE: Record<ErrorCode, ProblemCode> = {
+  badRequest: 'bad-request',
+  unauthorized: 'unauthorized',
+  forbidden: 'forbidden',
+  notFound: 'not-found',
+  methodNotAllowed: 'method-not-allowed',
+  notAcceptable: 'not-acceptable',
+  conflict: 'unique-taken',
+  gone: 'changes-gone',
+  preconditionFailed: 'precondition-failed',
+  payloadTooLarge: 'payload-too-large',
+  unsupportedMediaType: 'unsupported-media-type',
+  unprocessable: 'validation',
+  expectationFailed: 'expectation-failed',
+  tooManyRequests: 'rate-limited',
+  notImplemented: 'not-implemented',
+  unavailable: 'unavailable',
+  httpVersionNotSupported: 'http-version-not-supported',
+  internal: 'internal',
+};
+
 /** The longest piece of a client's text (a key, a path) echoed back in an error. */
 export const MAX_ECHOED_LENGTH = 64;
 
@@ -80,7 +103,7 @@ const PARTIAL_ESCAPE = /%[0-9A-Fa-f]?$/;
 
 /** The 404 of a path that no route serves. */
 export function nothingServedAt(path: string): ApiError {
-  return new ApiError('notFound', `Nothing is served at ${echo(path)}.`);
+  return new ApiError('notFound', `Nothing is served at ${echo(path)}.`, { problemCode: 'no-route' });
 }
 
 /** Field errors listed in one problem at most; its detail says how many more there were. */
@@ -94,7 +117,8 @@ export function unlistedErrors(listed: number, total: number): string {
 /**
  * The error of one element of a bulk request (docs/bulk-and-batch.md): the same status and detail, each
  * `errors[].path` prefixed by the element's index (`3/email`; `3` alone when it named no field).
- * Only a client's refusal (409, 422) is about the element; any other error is returned as it is.
+ * Only a client's refusal (409, 422) is about the element; any other error is returned as it is. It keeps
+ * the element's problem code.
  */
 export function atElement(index: number, error: unknown): unknown {
   if (!(error instanceof ApiError) || (error.code !== 'conflict' && error.code !== 'unprocessable')) return error;
@@ -102,6 +126,7 @@ export function atElement(index: number, error: unknown): unknown {
   return new ApiError(error.code, `Element ${index}: ${error.message}`, {
     errors: errors.map(({ path, message }) => ({ path: path === '' ? String(index) : `${index}/${path}`, message })),
     headers: error.headers,
+    problemCode: error.problemCode,
     cause: error,
   });
 }
@@ -115,20 +140,28 @@ export interface FieldError {
 export interface ApiErrorOptions {
   errors?: FieldError[];
   headers?: Record<string, string>;
+  /** The problem's `code`, where its ErrorCode's default does not name the class of failure. */
+  problemCode?: ProblemCode;
   cause?: unknown;
 }
 
-/** The 400 for a query string with these errors (at least one): the first is named in the detail. */
+/**
+ * The 400 for a query string with these errors (at least one): the first is named in the detail. Its code
+ * is `bad-cursor` when the cursor alone is refused (start again without it), else `bad-query`.
+ */
 export function badQuery(errors: FieldError[]): ApiError {
   const first = errors[0] as FieldError;
   const more = errors.length > 1 ? ` (and ${errors.length - 1} more)` : '';
-  return new ApiError('badRequest', `Query parameter "${first.path}" ${first.message}${more}.`, { errors });
+  const problemCode = errors.every((e) => e.path === 'cursor') ? 'bad-cursor' : 'bad-query';
+  return new ApiError('badRequest', `Query parameter "${first.path}" ${first.message}${more}.`, { errors, problemCode });
 }
 
 /** An expected failure: its message is safe to show to clients and becomes the problem's `detail`. */
 export class ApiError extends Error {
   override name = 'ApiError';
   readonly code: ErrorCode;
+  /** The problem body's `code`: the class of failure a client may act on. */
+  readonly problemCode: ProblemCode;
   readonly errors?: FieldError[];
   readonly headers: Record<string, string>;
 
@@ -140,6 +173,7 @@ export class ApiError extends Error {
     super(message, { cause: options.cause });
     Error.stackTraceLimit = limit;
     this.code = code;
+    this.problemCode = options.problemCode ?? DEFAULT_CODE[code];
     this.errors = options.errors;
     this.headers = options.headers ?? {};
   }
@@ -152,6 +186,7 @@ export interface Problem {
   status: number;
   detail: string;
   instance: string;
+  code: ProblemCode;
   errors?: FieldError[];
 }
 
@@ -177,6 +212,7 @@ export function toProblem(error: unknown, instance: string): ProblemResponse {
     detail: known ? error.message : 'The server failed to handle this request; the failure has been logged.',
     // The request path is client text: a 16 KB path is not sent back whole.
     instance: echo(instance),
+    code: known ? error.problemCode : 'internal',
   };
   if (known && error.errors) {
     // Validators bound their own lists; this bound holds for any error, so no problem body is ever unbounded.

@@ -168,7 +168,10 @@ function parseEnvelope(document: unknown, routes: (path: string) => Match<Compil
   // Paths hold the client's member names: each is echoed cut short, like any client text in an error.
   const fail = (path: string, message: string) => errors.push({ path: echo(path), message });
   const refuse = () =>
-    new ApiError('badRequest', `The batch is malformed: ${errors[0]?.path || 'the body'} ${errors[0]?.message}.`, { errors });
+    new ApiError('badRequest', `The batch is malformed: ${errors[0]?.path || 'the body'} ${errors[0]?.message}.`, {
+      errors,
+      problemCode: 'bad-batch',
+    });
   if (document === null || typeof document !== 'object' || Array.isArray(document)) {
     fail('', 'must be an object with an "operations" array');
     throw refuse();
@@ -268,7 +271,9 @@ export function batchEndpoint({ store, config, routes }: BatchOptions): Endpoint
   const perform = (outer: Request, op: Operation, tx: Transaction, created: Map<string, Created>): MaybePromise<Outcome> => {
     const target = op.path.replace(PLACEHOLDER, (_, label: string) => (created.get(label) as Created).segment);
     if (target.length > MAX_FILLED_PATH) {
-      const error = new ApiError('badRequest', `The path is longer than ${MAX_FILLED_PATH} characters once its labels are filled in.`);
+      const error = new ApiError('badRequest', `The path is longer than ${MAX_FILLED_PATH} characters once its labels are filled in.`, {
+        problemCode: 'bad-batch',
+      });
       return refusalOf(error, op.path);
     }
     const headers: Record<string, string> = { 'content-type': 'application/json', ...op.headers, accept: 'application/json' };
@@ -317,7 +322,12 @@ export function batchEndpoint({ store, config, routes }: BatchOptions): Endpoint
     const refuse = (detail: string) => {
       throw new Failure(
         i,
-        toProblem(new ApiError('unprocessable', `${detail}; it was rolled back. Send fewer operations per batch.`), BATCH_PATH),
+        toProblem(
+          new ApiError('unprocessable', `${detail}; it was rolled back. Send fewer operations per batch.`, {
+            problemCode: 'batch-too-large',
+          }),
+          BATCH_PATH,
+        ),
       );
     };
     if (i > 0 && performance.now() - started > config.batchTimeoutMs) {

@@ -32,7 +32,7 @@ interface ChangesQuery {
 }
 
 const invalid = (path: string, message: string) =>
-  new ApiError('badRequest', `Query parameter "${path}" ${message}.`, { errors: [{ path, message }] });
+  new ApiError('badRequest', `Query parameter "${path}" ${message}.`, { errors: [{ path, message }], problemCode: 'bad-query' });
 
 /** A seq as a client writes it: a canonical whole number from 0 to 2^53 - 1 (any a JSON number carries exactly). */
 export const SEQ_PATTERN = wholeNumbersUpTo(Number.MAX_SAFE_INTEGER);
@@ -91,7 +91,10 @@ function wantsStream(req: Request): boolean {
 
 /** The 503 of a stream asked for once the service is stopping. */
 const shuttingDown = () =>
-  new ApiError('unavailable', 'The service is shutting down; reconnect shortly.', { headers: { 'Retry-After': '1' } });
+  new ApiError('unavailable', 'The service is shutting down; reconnect shortly.', {
+    headers: { 'Retry-After': '1' },
+    problemCode: 'not-ready',
+  });
 
 const gone = (since: number, floor: number) =>
   new ApiError(
@@ -180,6 +183,7 @@ export function changesEndpoints({ store, log, resources, tickets, config, logge
     if (!release) {
       throw new ApiError('unavailable', `This process already serves ${config.changesMaxStreams} change streams; try again shortly.`, {
         headers: { 'Retry-After': '5' },
+        problemCode: 'overloaded',
       });
     }
     try {

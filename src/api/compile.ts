@@ -104,6 +104,7 @@ function rejectQuery(query: Record<string, unknown>, takesQuery: boolean): void 
   if (name !== undefined && !takesQuery) {
     throw new ApiError('badRequest', `Unknown query parameter "${name}".`, {
       errors: Object.keys(query).map((path) => ({ path, message: 'is not a query parameter of this path' })),
+      problemCode: 'bad-query',
     });
   }
 }

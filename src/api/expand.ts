@@ -34,7 +34,7 @@ class Budget {
       throw new ApiError(
         'badRequest',
         `Query parameter "expand" would add more than ${MAX_EXPANDED} elements to this response; ask for fewer (a smaller limit or fewer relations).`,
-        { errors: [{ path: 'expand', message: `adds more than ${MAX_EXPANDED} elements` }] },
+        { errors: [{ path: 'expand', message: `adds more than ${MAX_EXPANDED} elements` }], problemCode: 'bad-query' },
       );
     }
   }

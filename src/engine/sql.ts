@@ -475,7 +475,10 @@ export function positionOf(
       throw new ApiError(
         'badRequest',
         'Query parameter "cursor" continues after a row that has since changed or been deleted; start again without it.',
-        { errors: [{ path: 'cursor', message: 'continues after a row that has since changed or been deleted' }] },
+        {
+          errors: [{ path: 'cursor', message: 'continues after a row that has since changed or been deleted' }],
+          problemCode: 'bad-cursor',
+        },
       );
     }),
   );

@@ -146,6 +146,7 @@ export const refusals = {
     const blocking = resource.referencedBy.filter((r) => !['set null', 'set default', 'cascade'].includes(r.onDelete));
     const referrers = blocking.map((r) => `${r.child.name} (${r.field})`).join(' or ') || 'other elements';
     return new ApiError('conflict', `This ${resource.name} element is still referenced by ${referrers}; change or remove those first.`, {
+      problemCode: 'still-referenced',
       cause,
     });
   },
@@ -163,6 +164,7 @@ export const refusals = {
       .map(({ key }) => ({ path: key, message: `names no ${parentOf.get(key)} element` }));
     return new ApiError('unprocessable', 'A reference points at an element that does not exist.', {
       ...(errors.length > 0 && { errors }),
+      problemCode: 'missing-parent',
       cause,
     });
   },
@@ -170,6 +172,7 @@ export const refusals = {
   missingValue: (resource: Resource, fields: string[], cause: unknown) =>
     new ApiError('unprocessable', `The ${resource.name} element is missing a required value.`, {
       ...(fields.length > 0 && { errors: fields.map((path) => ({ path, message: 'is required' })) }),
+      problemCode: 'constraint',
       cause,
     }),
   /** A batch whose commit broke a foreign key checked only there (DEFERRABLE INITIALLY DEFERRED): which operation did is not known. */
@@ -178,7 +181,7 @@ export const refusals = {
       'unprocessable',
       'The batch breaks a foreign key that the database checks when it commits (DEFERRABLE INITIALLY DEFERRED): ' +
         'a reference names an element that does not exist, or an element still referenced was removed. Nothing was written.',
-      { cause },
+      { problemCode: 'deferred-reference', cause },
     ),
   /**
    * A CHECK (or another constraint of the table's own) the element breaks: `rule` as the engine names it
@@ -187,12 +190,14 @@ export const refusals = {
   constraint: (resource: Resource, cause: unknown, rule?: string, fields: readonly string[] = []) =>
     new ApiError('unprocessable', `The ${resource.name} element breaks a constraint of its table${rule ? ` (${rule})` : ''}.`, {
       ...(rule && fields.length > 0 && { errors: fields.map((path) => ({ path, message: `breaks ${rule}` })) }),
+      problemCode: 'constraint',
       cause,
     }),
   /** A searchable kind whose index its migrations have not built yet (the service started before they ran). */
   searchIndexMissing: (resource: Resource, cause: unknown) =>
     new ApiError('unavailable', `Search on ${resource.name} is unavailable: its search index is not built; apply the migrations.`, {
       headers: { 'Retry-After': '60' },
+      problemCode: 'search-index-missing',
       cause,
     }),
   /** A table or column the schema declares and no applied migration made (a schema change without its migration). */
@@ -200,7 +205,7 @@ export const refusals = {
     new ApiError(
       'unavailable',
       'The database lacks a table or column the schema declares: a schema change has no migration applied (`npm run db:generate`, then `npm run migrate`).',
-      { headers: { 'Retry-After': '60' }, cause },
+      { headers: { 'Retry-After': '60' }, problemCode: 'schema-ahead', cause },
     ),
   /** The database is unreachable, overloaded or cannot write now: retry shortly. */
   unavailable: (detail: string, cause?: unknown) => new ApiError('unavailable', detail, { headers: { 'Retry-After': '1' }, cause }),

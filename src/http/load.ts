@@ -46,6 +46,7 @@ export function bodyBudgetOf(req: IncomingMessage): BodyBudget | undefined {
 function overloaded(): ApiError {
   return new ApiError('unavailable', 'The service is at its limit of work in flight; try again shortly.', {
     headers: { 'Retry-After': '1' },
+    problemCode: 'overloaded',
   });
 }
 

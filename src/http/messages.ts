@@ -45,7 +45,7 @@ async function readText(req: IncomingMessage, limit: number): Promise<string> {
   try {
     return UTF8.decode(bytes);
   } catch {
-    throw new ApiError('badRequest', 'The request body is not valid UTF-8.');
+    throw new ApiError('badRequest', 'The request body is not valid UTF-8.', { problemCode: 'bad-json' });
   }
 }
 
@@ -110,14 +110,14 @@ export async function readJson(
   const beyondLimit = () => most > limit && Buffer.byteLength(text) > limit;
   if (text.trim() === '') {
     if (beyondLimit()) throw readButTooLarge(limit, arrayLimit);
-    throw new ApiError('badRequest', 'The request body is empty; a JSON document is required.');
+    throw new ApiError('badRequest', 'The request body is empty; a JSON document is required.', { problemCode: 'bad-json' });
   }
   checkJsonText(text, levels);
   let document: unknown;
   try {
     document = JSON.parse(text);
   } catch (error) {
-    throw new ApiError('badRequest', `The request body is not valid JSON: ${(error as Error).message}`);
+    throw new ApiError('badRequest', `The request body is not valid JSON: ${(error as Error).message}`, { problemCode: 'bad-json' });
   }
   if (beyondLimit()) checkBodySize(document, Buffer.byteLength(text), limit, arrayLimit);
   if (!envelope) checkJsonDocument(document, levels);

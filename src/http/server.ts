@@ -4,6 +4,7 @@ import { type IncomingMessage, type RequestListener, Server, type ServerOptions,
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
+import type { ProblemCode } from '../problem-codes.js';
 import { announcesBody, continueWhenRead, inConnectionOrder, isClosing, linger, markClosing, queuedOn } from './connection.js';
 import { IdentifiedResponse, requestIdOf, SECURITY_HEADER_LINES } from './guards.js';
 
@@ -43,9 +44,9 @@ function refuse(log: RefusalLog, socket: Duplex, refusal: Refusal, givenId?: unk
   // A request cut off or malformed while its answer is already being written: only closing is left. (An
   // answer written whole, to a request before this one on the connection, is no such answer.)
   if (!socket.writable || (current?.headersSent && !current.writableFinished)) return void socket.destroy();
-  const [status, title, detail, headerLines = ''] = refusal;
+  const [status, title, detail, code, headerLines = ''] = refusal;
   const requestId = requestIdOf(givenId);
-  const body = JSON.stringify({ type: 'about:blank', title, status, detail, instance: '' });
+  const body = JSON.stringify({ type: 'about:blank', title, status, detail, instance: '', code });
   linger(socket);
   socket.end(
     `HTTP/1.1 ${status} ${title}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
@@ -61,21 +62,31 @@ const UNDER_WAY = { finished: false } as unknown as ServerResponse;
 /** Sockets whose refusal waits for the answer in progress on them. */
 const waiting = new WeakSet<Duplex>();
 
-/** The status, title and detail of an answer written on the raw socket, and its own header lines (each ending in CRLF). */
-type Refusal = [number, string, string, string?];
+/** The status, title, detail and problem code of an answer written on the raw socket, and its own header lines (each ending in CRLF). */
+type Refusal = [number, string, string, ProblemCode, string?];
 
 /** The answer to a request of a version not served. */
-const VERSION_NOT_SERVED: Refusal = [505, 'HTTP Version Not Supported', 'This service serves HTTP/1.1 (and HTTP/1.0).'];
+const VERSION_NOT_SERVED: Refusal = [
+  505,
+  'HTTP Version Not Supported',
+  'This service serves HTTP/1.1 (and HTTP/1.0).',
+  'http-version-not-supported',
+];
 
 /** The status, title and detail of a request Node's parser refused. */
 const PARSE_FAILURES: Record<string, Refusal> = {
-  ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout', 'The request was not received in time.'],
-  HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large', 'The request headers are larger than the server reads.'],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout', 'The request was not received in time.', 'request-timeout'],
+  HPE_HEADER_OVERFLOW: [
+    431,
+    'Request Header Fields Too Large',
+    'The request headers are larger than the server reads.',
+    'headers-too-large',
+  ],
   // The HTTP/2 connection preface (PRI * HTTP/2.0) sent in clear text.
   HPE_PAUSED_H2_UPGRADE: VERSION_NOT_SERVED,
 };
 
-const UNREADABLE: Refusal = [400, 'Bad Request', 'The request could not be read as HTTP/1.1.'];
+const UNREADABLE: Refusal = [400, 'Bad Request', 'The request could not be read as HTTP/1.1.', 'bad-request'];
 
 /** A well-formed request line (RFC 9112 §3: method SP target SP `HTTP/` DIGIT `.` DIGIT CRLF): one of a version not served. */
 const OTHER_VERSION = /^[^ \r\n]+ [^ \r\n]+ HTTP\/\d\.\d\r\n/;
@@ -99,7 +110,13 @@ function refusalOf(error: NodeJS.ErrnoException & { rawPacket?: Buffer; bytesPar
  * port) is no resource here: the Allow every 405 carries is empty, which says it allows no method
  * (RFC 9110 §10.2.1).
  */
-const TUNNEL: Refusal = [405, 'Method Not Allowed', 'CONNECT is not served: this is an origin server, not a proxy.', 'Allow: \r\n'];
+const TUNNEL: Refusal = [
+  405,
+  'Method Not Allowed',
+  'CONNECT is not served: this is an origin server, not a proxy.',
+  'method-not-allowed',
+  'Allow: \r\n',
+];
 
 /** A socket of the server, with the answer Node is writing on it. */
 type Connection = Duplex & { _httpMessage?: ServerResponse | null };

@@ -10,6 +10,7 @@ import { MAX_CHILDREN } from '../api/expand.js';
 import { TICKET_TTL_MS } from '../auth/tickets.js';
 import { customKindOf, isInteger } from '../db/columns.js';
 import { INSTANT_PATTERN } from '../model/instant.js';
+import { PROBLEM_CODES } from '../problem-codes.js';
 import {
   isComparable,
   JSON_NUMBER,
@@ -1074,13 +1075,14 @@ export function toOpenApi(registry: Registry, options: OpenApiOptions = {}): Jso
     Problem: {
       type: 'object',
       description: 'RFC 9457 problem details',
-      required: ['type', 'title', 'status', 'detail', 'instance'],
+      required: ['type', 'title', 'status', 'detail', 'instance', 'code'],
       properties: {
         type: { type: 'string' },
         title: { type: 'string' },
         status: { type: 'integer' },
         detail: { type: 'string' },
         instance: { type: 'string' },
+        code: { type: 'string', description: 'the class of failure (docs/http-api.md#problem-codes)', enum: Object.keys(PROBLEM_CODES) },
         errors: {
           type: 'array',
           items: { type: 'object', required: ['path', 'message'], properties: { path: { type: 'string' }, message: { type: 'string' } } },

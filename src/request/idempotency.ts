@@ -35,5 +35,7 @@ export function fingerprintOf(method: string, path: string, body: unknown): stri
 
 /** The 422 for a key stored with another request's fingerprint. */
 export function reusedKey(): ApiError {
-  return new ApiError('unprocessable', 'This Idempotency-Key was used with another request; use a new key for a new request.');
+  return new ApiError('unprocessable', 'This Idempotency-Key was used with another request; use a new key for a new request.', {
+    problemCode: 'idempotency-key-reused',
+  });
 }

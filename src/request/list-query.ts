@@ -120,7 +120,7 @@ const TEXT_ONLY: readonly Operator[] = ['contains', 'startsWith'];
 /** A 400 naming a parameter; the name is cut short like any client text echoed in an error. */
 function bad(path: string, message: string): ApiError {
   const named = echo(path);
-  return new ApiError('badRequest', `Query parameter "${named}" ${message}.`, { errors: [{ path: named, message }] });
+  return badQuery([{ path: named, message }]);
 }
 
 /** What an instant is written as when it is not one, or not one a stored value can equal or be compared with exactly. */

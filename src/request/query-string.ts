@@ -65,6 +65,7 @@ export function parseQueryString(text: string): QueryParameters {
     throw new ApiError(
       'badRequest',
       `The query string has ${pairs.length} parameters; at most ${QUERY_STRING_LIMITS.maxParameters} are accepted.`,
+      { problemCode: 'bad-query' },
     );
   }
   const errors: FieldError[] = [];
@@ -86,6 +87,7 @@ export function parseQueryString(text: string): QueryParameters {
     throw new ApiError(
       'badRequest',
       `The query string is ${bytes} bytes long percent-encoded (not counting a cursor); at most ${QUERY_STRING_LIMITS.maxBytes} bytes are accepted.`,
+      { problemCode: 'bad-query' },
     );
   }
   if (errors.length > 0) throw badQuery(errors);

@@ -72,10 +72,11 @@ function reportAt(errors: FieldErrors, place: Place | undefined, what: string, e
 
 /** The 400 for a body nested deeper than MAX_JSON_DEPTH. */
 const tooDeep = (levels = MAX_JSON_DEPTH) =>
-  new ApiError('badRequest', `The request body nests arrays and objects deeper than ${levels} levels.`);
+  new ApiError('badRequest', `The request body nests arrays and objects deeper than ${levels} levels.`, { problemCode: 'bad-json' });
 
 /** The 400 for an object of more than MAX_OBJECT_MEMBERS members. */
-const tooManyMembers = () => new ApiError('badRequest', `An object in the request body has more than ${MAX_OBJECT_MEMBERS} members.`);
+const tooManyMembers = () =>
+  new ApiError('badRequest', `An object in the request body has more than ${MAX_OBJECT_MEMBERS} members.`, { problemCode: 'bad-json' });
 
 /**
  * The most members a JSON object in a body may have: SQLite's default column limit (2,000), so no

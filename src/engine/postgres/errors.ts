@@ -134,7 +134,7 @@ export function writeError(resource: Resource, action: 'write' | 'remove', error
   if (code.startsWith('22') || code === '54000') {
     // In words of the contract, not PostgreSQL's own (which name its indexes and encodings).
     const what = UNSTORABLE[code] ?? 'a value its column cannot store';
-    return new ApiError('unprocessable', `The ${resource.name} element holds ${what}.`, { cause: error });
+    return new ApiError('unprocessable', `The ${resource.name} element holds ${what}.`, { cause: error, problemCode: 'constraint' });
   }
   return pgUnavailableFrom(error) ?? error;
 }

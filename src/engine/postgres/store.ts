@@ -366,6 +366,7 @@ function createKindStore(
           throw new ApiError(
             'badRequest',
             `A value of the query cannot be compared with the fields of ${resource.name}${what ? `: it is ${what}` : ''}.`,
+            { problemCode: 'bad-query' },
           );
         }
         throw pgUnavailableFrom(error) ?? error;
@@ -500,7 +501,9 @@ function createKindStore(
     const rowidOf = (row: Row) => {
       const key = resource.key.length === 1 ? resource.idOf(row) : undefined;
       if (typeof key !== 'number')
-        throw new ApiError('badRequest', `Sorting ${resource.name} by long text values cannot be paged on this backend.`);
+        throw new ApiError('badRequest', `Sorting ${resource.name} by long text values cannot be paged on this backend.`, {
+          problemCode: 'bad-query',
+        });
       return key;
     };
 

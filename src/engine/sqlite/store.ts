@@ -117,7 +117,10 @@ export function unavailableFrom(error: unknown): ApiError | undefined {
   // A damaged file (a disk fault, a copy made while written) answers so until it is restored from a backup: no
   // Retry-After, since trying again will not help.
   if (DAMAGED.test(sqliteError.code)) {
-    return new ApiError('unavailable', 'The database file is damaged; it must be restored from a backup.', { cause: sqliteError });
+    return new ApiError('unavailable', 'The database file is damaged; it must be restored from a backup.', {
+      cause: sqliteError,
+      problemCode: 'database-damaged',
+    });
   }
   return refusals.unavailable('The database cannot accept writes right now; try again later.', sqliteError);
 }
@@ -504,7 +507,9 @@ function createKindStore(
     } catch (error) {
       // A WITHOUT ROWID table: a long text value cannot be read back by rowid.
       if (sqliteErrorOf(error))
-        throw new ApiError('badRequest', `Sorting ${resource.name} by long text values cannot be paged: it has no rowid.`);
+        throw new ApiError('badRequest', `Sorting ${resource.name} by long text values cannot be paged: it has no rowid.`, {
+          problemCode: 'bad-query',
+        });
       throw error;
     }
   };
