@@ -166,7 +166,7 @@ failures('a closed database makes /readyz 503 and requests a generic, logged 500
   const reply = await service.request('GET', '/users');
   assert.is(reply.status, 500);
   assert.match(reply.headers.get('content-type') ?? '', /^application\/problem\+json/);
-  assert.equal(Object.keys(reply.body).sort(), ['detail', 'instance', 'status', 'title', 'type']);
+  assert.equal(Object.keys(reply.body).sort(), ['code', 'detail', 'instance', 'status', 'title', 'type']);
   assert.not.match(reply.text, /database connection|at |\.ts|\.js/);
   const logged = service.logs.find((line) => line.level === 50 && line.err);
   assert.ok(logged, 'the failure is logged');

@@ -39,6 +39,7 @@ export async function checkExpressionUnique(service: Service): Promise<void> {
       status: 409,
       detail: 'Another Person element already has the same values for a unique constraint of its table.',
       instance: '/Person',
+      code: 'unique-taken',
     },
     taken.text,
   );
@@ -66,6 +67,7 @@ const dangling = (instance: string, errors: { path: string; message: string }[])
   status: 422,
   detail: 'A reference points at an element that does not exist.',
   instance,
+  code: 'missing-parent',
   errors,
 });
 
