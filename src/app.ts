@@ -11,7 +11,7 @@ import { createRouteTable } from './api/routes.js';
 import { createTickets } from './auth/tickets.js';
 import type { Config } from './config.js';
 import * as defaultSchema from './db/schema.js';
-import { createBackend } from './engine/backend.js';
+import { type Backend, createBackend } from './engine/backend.js';
 import type { PostgresHandle } from './engine/postgres/pool.js';
 import type { DatabaseHandle } from './engine/sqlite/connection.js';
 import { type MaybePromise, then } from './engine/store.js';
@@ -93,20 +93,16 @@ const INDEX_LINKS = {
 /** A probe's answer: `{"status": <word>}`. */
 const statusBody = (word: string) => ({ type: 'object', required: ['status'], properties: { status: { const: word } } });
 
-/** Builds the HTTP application for one open, migrated database. */
-export function createApp({
-  database,
-  config,
-  logger,
-  schema = defaultSchema,
-  registry = createRegistry(schema),
-  migrationsFolder,
-}: AppOptions): App {
-  /** Set by beginShutdown; every response of this app holds it (IdentifiedResponse closes the connection after it). */
-  const shutdown = { stopping: false };
-  const backend = createBackend(database, { schema, resources: registry.resources, config, migrationsFolder });
-  const { store } = backend;
-  const services: ReturnType<typeof serviceEndpoint>[] = [
+type ServiceEndpoint = ReturnType<typeof serviceEndpoint>;
+
+/** The service's own paths (index, probes, the document, /docs); `document` answers /openapi.json. */
+function serviceEndpoints(
+  registry: Registry,
+  backend: Backend,
+  shutdown: { stopping: boolean },
+  document: () => JsonResponse,
+): ServiceEndpoint[] {
+  return [
     serviceEndpoint(
       '/',
       'The API index: every resource kind and the service links',
@@ -147,7 +143,7 @@ export function createApp({
       'application/json',
       statusBody('ready'),
     ),
-    serviceEndpoint('/openapi.json', 'This OpenAPI 3.1 document', (_req, res) => send(res, openapiDocument())),
+    serviceEndpoint('/openapi.json', 'This OpenAPI 3.1 document', (_req, res) => send(res, document())),
     {
       ...serviceEndpoint(
         '/docs',
@@ -159,55 +155,20 @@ export function createApp({
       alternatives: ['text/plain'],
     },
   ];
-  /** Tickets sign with the cursor key: any instance serving the database accepts them. */
-  const feed = changesEndpoints({
-    store,
-    log: store.changes,
-    resources: registry.resources,
-    tickets: createTickets(() => backend.cursorKey()),
-    config,
-    logger,
-    stopping: () => shutdown.stopping,
-  });
-  services.push(...feed.endpoints);
-  /**
-   * The OpenAPI document, built on its first request and kept: with many kinds it is large (300 tables:
-   * ~13 MB of JSON, several times that while it is built), and most processes never serve it.
-   */
-  const openapiDocument = onFirstUse(
-    (): JsonResponse => ({
-      status: 200,
-      headers: {},
-      body: JSON.stringify(
-        toOpenApi(registry, {
-          title: 'restable',
-          version: VERSION,
-          auth: Boolean(config.authToken),
-          rateLimit: config.rateLimit > 0,
-          services,
-        }),
-      ),
-    }),
-  );
-  /** Read (or made and stored) on first use; a database that cannot give it yet answers 503. */
-  const cursors = createCursorCodec(backend.cursorKey);
-  const batch = batchEndpoint({ store, config, routes: (path) => table.match(path) });
-  const endpoints = [...services, batch, ...createResourceEndpoints(registry, store, config, cursors)];
-  const table = createRouteTable([...endpoints, ...docsEndpoints()].map((endpoint) => ({ path: endpoint.path, value: compile(endpoint) })));
+}
 
-  const onError = (error: unknown, req: PolkaRequest, res: Response) => {
-    const problem = toProblem(backend.unavailableFrom(error) ?? error, req.path ?? req.url);
-    if (problem.unexpected)
-      // The path only: a query string may carry a change-feed ticket.
-      logger.error({ err: error, requestId: (req as { id?: string }).id, method: req.method, path: req.path }, 'request failed');
-    sendProblem(res, problem);
-  };
-  const requestLog = createRequestLogger(logger);
-  const onRequest = (req: Parameters<typeof requestLog>[0], res: Parameters<typeof requestLog>[1]) => {
-    (res as IdentifiedResponse).shutdown = shutdown;
-    requestLog(req, res);
-  };
-  const guard = createGuards(config, (path) => table.match(path)?.value.allow, onRequest, feed.ticketed);
+/** What the request listener needs: the route table, the guards, and where every error goes. */
+interface DispatchParts {
+  table: ReturnType<typeof createRouteTable<CompiledEndpoint>>;
+  guard: ReturnType<typeof createGuards>;
+  onError: (error: unknown, req: PolkaRequest, res: Response) => void;
+}
+
+/**
+ * The request listener and its polka app: the guards, then the route. Synchronous unless a guard is (the
+ * rate limit), so a GET runs from the socket to res.end in one turn, with no promise of its own.
+ */
+function createListener({ table, guard, onError }: DispatchParts): { app: Polka; listener: RequestListener } {
   /** Every request past the guards: the route table finds the endpoint, its compiled closure for the method answers. */
   const serve = (req: PolkaRequest & Request, res: Response) => {
     const match = table.match(req.path);
@@ -229,10 +190,7 @@ export function createApp({
     if (verdict === undefined) answer(req, res);
     else if (verdict !== 'answered') onError(verdict, req, res);
   };
-  /**
-   * The one middleware: the guards, then the route. Synchronous unless a guard is (the rate limit),
-   * so a GET runs from here to res.end in one turn, with no promise of its own.
-   */
+  /** The one middleware: the guards, then the route. */
   const dispatch = (req: PolkaRequest & Request, res: Response): void => {
     let verdict: ReturnType<typeof guard>;
     try {
@@ -275,8 +233,16 @@ export function createApp({
     req.search = search;
     (middleware as typeof dispatch)(req, res);
   };
+  return { app, listener };
+}
 
-  /** Set by close(): a purge still running then fails as its database closes, which is no fault to log. */
+/**
+ * The purges on timers: expired Idempotency-Keys, and changes older than the retention. Each purges a batch
+ * at a time, yielding to requests between batches; `stop` clears the timers (a purge then running fails
+ * as its database closes, which is no fault to log).
+ */
+function startPurges(backend: Backend, config: Config, logger: Logger) {
+  const { store } = backend;
   let closed = false;
   /** Purges every expired key, a batch at a time, yielding to requests between batches. */
   const purgeAll = async () => {
@@ -307,6 +273,81 @@ export function createApp({
     },
     Math.min(60_000, Math.max(1000, retentionMs / 10)),
   ).unref();
+  return {
+    purgeChanges,
+    stop: () => {
+      closed = true;
+      clearInterval(timer);
+      clearInterval(changesTimer);
+    },
+  };
+}
+
+/** Builds the HTTP application for one open, migrated database. */
+export function createApp({
+  database,
+  config,
+  logger,
+  schema = defaultSchema,
+  registry = createRegistry(schema),
+  migrationsFolder,
+}: AppOptions): App {
+  /** Set by beginShutdown; every response of this app holds it (IdentifiedResponse closes the connection after it). */
+  const shutdown = { stopping: false };
+  const backend = createBackend(database, { schema, resources: registry.resources, config, migrationsFolder });
+  const { store } = backend;
+  /**
+   * The OpenAPI document, built on its first request and kept: with many kinds it is large (300 tables:
+   * ~13 MB of JSON, several times that while it is built), and most processes never serve it.
+   */
+  const openapiDocument = onFirstUse(
+    (): JsonResponse => ({
+      status: 200,
+      headers: {},
+      body: JSON.stringify(
+        toOpenApi(registry, {
+          title: 'restable',
+          version: VERSION,
+          auth: Boolean(config.authToken),
+          rateLimit: config.rateLimit > 0,
+          services,
+        }),
+      ),
+    }),
+  );
+  const services = serviceEndpoints(registry, backend, shutdown, openapiDocument);
+  /** Tickets sign with the cursor key: any instance serving the database accepts them. */
+  const feed = changesEndpoints({
+    store,
+    log: store.changes,
+    resources: registry.resources,
+    tickets: createTickets(() => backend.cursorKey()),
+    config,
+    logger,
+    stopping: () => shutdown.stopping,
+  });
+  services.push(...feed.endpoints);
+  /** Read (or made and stored) on first use; a database that cannot give it yet answers 503. */
+  const cursors = createCursorCodec(backend.cursorKey);
+  const batch = batchEndpoint({ store, config, routes: (path) => table.match(path) });
+  const endpoints = [...services, batch, ...createResourceEndpoints(registry, store, config, cursors)];
+  const table = createRouteTable([...endpoints, ...docsEndpoints()].map((endpoint) => ({ path: endpoint.path, value: compile(endpoint) })));
+
+  const onError = (error: unknown, req: PolkaRequest, res: Response) => {
+    const problem = toProblem(backend.unavailableFrom(error) ?? error, req.path ?? req.url);
+    if (problem.unexpected)
+      // The path only: a query string may carry a change-feed ticket.
+      logger.error({ err: error, requestId: (req as { id?: string }).id, method: req.method, path: req.path }, 'request failed');
+    sendProblem(res, problem);
+  };
+  const requestLog = createRequestLogger(logger);
+  const onRequest = (req: Parameters<typeof requestLog>[0], res: Parameters<typeof requestLog>[1]) => {
+    (res as IdentifiedResponse).shutdown = shutdown;
+    requestLog(req, res);
+  };
+  const guard = createGuards(config, (path) => table.match(path)?.value.allow, onRequest, feed.ticketed);
+  const { app, listener } = createListener({ table, guard, onError });
+  const purges = startPurges(backend, config, logger);
 
   return {
     polka: app,
@@ -315,15 +356,13 @@ export function createApp({
     handler: listener,
     ready: backend.ready,
     purgeExpiredKeys: () => store.purgeExpiredKeys(PURGE_BATCH),
-    purgeChanges,
+    purgeChanges: purges.purgeChanges,
     beginShutdown: () => {
       shutdown.stopping = true;
       feed.streams.closeAll();
     },
     close: () => {
-      closed = true;
-      clearInterval(timer);
-      clearInterval(changesTimer);
+      purges.stop();
       feed.streams.closeAll();
       store.flush();
     },
